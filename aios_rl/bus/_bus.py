@@ -1,0 +1,155 @@
+"""Connecting to NATS and typed publish / request / subscribe."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
+
+from contracts import DecodeError, Message, Names, decode, decode_any, encode
+from contracts.subjects import MSG_ID_HEADER
+
+from ._errors import BusError, ConnectError, NoResponders, RemoteError, RequestTimeout
+from ._logging import get_logger
+
+__all__ = ["Bus", "connect"]
+
+M = TypeVar("M", bound=Message)
+
+_ERROR_HEADER = "Nats-Service-Error"
+_ERROR_CODE_HEADER = "Nats-Service-Error-Code"
+
+
+class Bus:
+    """A connection with its JetStream context and the names of one namespace.
+
+    Use :func:`connect` to get one."""
+
+    def __init__(self, nc: Client, names: Names) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self.names = names
+
+    async def publish(self, subject: str, msg: Message, headers: dict[str, str] | None = None) -> None:
+        """Fire-and-forget publish on core NATS."""
+        data, hdrs = encode(msg, headers)
+        await self.nc.publish(subject, data, headers=hdrs)
+
+    async def publish_durable(
+        self, subject: str, msg: Message, *, msg_id: str | None = None, timeout: float = 10.0
+    ) -> int:
+        """Publish into JetStream and wait for the stream's ack; returns the stream sequence.
+
+        ``msg_id`` (``<episode_id>:<stage>``, ...) makes a republish within the duplicate window a
+        no-op. Raises ``BusError`` when no stream takes the subject or the ack does not come."""
+        data, hdrs = encode(msg, {MSG_ID_HEADER: msg_id} if msg_id else None)
+        try:
+            ack = await self.js.publish(subject, data, headers=hdrs, timeout=timeout)
+        except nats.js.errors.NoStreamResponseError as exc:
+            raise BusError(f"no JetStream stream takes subject {subject!r}: is the topology provisioned?") from exc
+        except nats.errors.TimeoutError as exc:
+            raise BusError(f"JetStream did not acknowledge a publish on {subject!r} within {timeout}s") from exc
+        return ack.seq
+
+    async def request(self, subject: str, msg: Message, reply: type[M], *, timeout: float) -> M:
+        """Send ``msg`` and decode the reply as ``reply``.
+
+        Raises ``RequestTimeout`` past the deadline, ``NoResponders`` when no service listens,
+        ``RemoteError`` for an error reply and ``DecodeError`` for a reply of the wrong shape."""
+        data, hdrs = encode(msg)
+        try:
+            resp = await self.nc.request(subject, data, timeout=timeout, headers=hdrs)
+        except nats.errors.NoRespondersError as exc:
+            raise NoResponders(f"no service answers on {subject!r}") from exc
+        except nats.errors.TimeoutError as exc:
+            raise RequestTimeout(f"no reply on {subject!r} within {timeout}s") from exc
+        headers = resp.headers or {}
+        if _ERROR_CODE_HEADER in headers or _ERROR_HEADER in headers:
+            raise RemoteError(headers.get(_ERROR_CODE_HEADER, "500"), headers.get(_ERROR_HEADER, ""), subject)
+        return decode(resp.data, headers, reply)
+
+    async def subscribe(
+        self,
+        subject: str,
+        handler: Callable[[Message | DecodeError, Msg], Awaitable[None]],
+        *,
+        queue: str = "",
+    ) -> Subscription:
+        """Core subscription; the handler gets each message decoded by its schema header, or the
+        ``DecodeError`` that says why it could not be (nothing is dropped silently)."""
+
+        async def cb(raw: Msg) -> None:
+            try:
+                msg: Message | DecodeError = decode_any(raw.data, raw.headers)
+            except DecodeError as exc:
+                msg = exc
+            await handler(msg, raw)
+
+        return await self.nc.subscribe(subject, queue=queue, cb=cb)
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    url: str,
+    *,
+    name: str,
+    names: Names | None = None,
+    connect_deadline: float = 30.0,
+) -> AsyncIterator[Bus]:
+    """Connect (retrying with back-off until ``connect_deadline``), log every disconnect and
+    reconnect, reconnect forever once connected, and drain on exit.
+
+    Raises ``ConnectError`` when no server answered in time."""
+    log = get_logger(nats_url=url)
+
+    async def on_disconnect() -> None:
+        log.warning("nats.disconnected")
+
+    async def on_reconnect() -> None:
+        log.info("nats.reconnected")
+
+    async def on_error(exc: Exception) -> None:
+        log.warning("nats.error", error=repr(exc))
+
+    deadline = time.monotonic() + connect_deadline
+    delay = 0.1
+    while True:
+        try:
+            nc = await nats.connect(
+                url,
+                name=name,
+                connect_timeout=2,
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=1,
+                drain_timeout=5,
+                disconnected_cb=on_disconnect,
+                reconnected_cb=on_reconnect,
+                error_cb=on_error,
+            )
+            break
+        except (OSError, nats.errors.NoServersError, nats.errors.TimeoutError, asyncio.TimeoutError) as exc:
+            if time.monotonic() + delay > deadline:
+                raise ConnectError(f"no NATS server answered at {url} within {connect_deadline:.0f}s: {exc!r}") from exc
+            log.info("nats.connect_retry", in_s=round(delay, 2), error=repr(exc))
+            await asyncio.sleep(delay)  # back-off between connection attempts, not a test wait
+            delay = min(delay * 2, 2.0)
+    log.debug("nats.connected")
+    try:
+        yield Bus(nc, names or Names())
+    finally:
+        if not nc.is_closed:
+            try:
+                await nc.drain()
+            except (nats.errors.ConnectionClosedError, nats.errors.FlushTimeoutError, asyncio.TimeoutError):
+                await nc.close()

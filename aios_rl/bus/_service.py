@@ -1,0 +1,418 @@
+"""The service runner: endpoints (request/reply through ``nats.micro``), durable consumers with
+retry, back-off and dead-lettering, background tasks, and graceful shutdown.
+
+A service is plain functions registered on a :class:`Service`::
+
+    svc = Service(bus, name="reward", version=__version__, description="...")
+    svc.consume("reward", Episode, on_taught)            # durable, declared in the topology
+    svc.endpoint("sample", bus.names.replay_sample(), ReplaySampleRequest, sample)
+    await svc.run()                                      # until SIGTERM / SIGINT / stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import msgspec
+import nats.errors
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.micro import ServiceConfig, add_service
+from nats.micro.request import Request
+from nats.micro.service import EndpointStats, ServiceError
+
+from contracts import (
+    ConsumerStats,
+    DeadLetter,
+    DecodeError,
+    Message,
+    ServiceStatus,
+    decode,
+    encode,
+    topology,
+)
+from contracts.subjects import SCHEMA_HEADER, ConsumerSpec
+
+from ._bus import Bus
+from ._errors import PermanentError
+from ._logging import get_logger
+
+__all__ = ["ConsumerHandler", "EndpointHandler", "Service"]
+
+I = TypeVar("I", bound=Message)
+O = TypeVar("O", bound=Message)
+
+EndpointHandler = Callable[[I], Awaitable[O]]
+"""Takes one decoded request Struct, answers one Struct (or raises ``ServiceError`` /
+``PermanentError`` for a typed error reply)."""
+
+ConsumerHandler = Callable[[I], Awaitable[None]]
+"""Takes one decoded durable message; returning acks it, raising retries or dead-letters it."""
+
+
+@dataclass
+class _Counters:
+    processed: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    errors: int = 0
+    last_error: str = ""
+
+
+@dataclass
+class _Consumer(Generic[I]):
+    spec: ConsumerSpec
+    type: type[I]
+    handler: ConsumerHandler[I]
+    concurrency: int
+    counters: _Counters = field(default_factory=_Counters)
+
+
+@dataclass
+class _Endpoint(Generic[I, O]):
+    name: str
+    subject: str
+    type: type[I]
+    handler: EndpointHandler[I, O]
+    concurrency: int
+    counters: _Counters = field(default_factory=_Counters)
+
+
+class Service:
+    """One service process: its endpoints, durable consumers and tasks, run under one lifetime."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        name: str,
+        version: str,
+        description: str = "",
+        shutdown_grace_s: float = 10.0,
+        fetch_timeout_s: float = 1.0,
+    ) -> None:
+        self.bus = bus
+        self.name = name
+        self.version = version
+        self.description = description
+        self.shutdown_grace_s = shutdown_grace_s
+        self.fetch_timeout_s = fetch_timeout_s
+        self.instance = ""
+        self.log = get_logger(service=name)
+        self._endpoints: list[_Endpoint[Any, Any]] = []
+        self._consumers: list[_Consumer[Any]] = []
+        self._tasks: list[Callable[[], Awaitable[None]]] = []
+        self._extra: list[Callable[[], dict[str, float]]] = []
+        self._stopping = asyncio.Event()
+        self._topology = topology(bus.names)
+        self.ready = asyncio.Event()
+        """Set once every endpoint and consumer is live (tests wait on it)."""
+
+    # -- registration ---------------------------------------------------------------------------
+    def endpoint(
+        self, name: str, subject: str, request: type[I], handler: EndpointHandler[I, O], *, concurrency: int = 1
+    ) -> None:
+        """Answer requests on ``subject`` (queue group ``q``: replicas split the load).
+
+        With ``concurrency`` > 1, up to that many requests run at once in this process."""
+        self._endpoints.append(_Endpoint(name, subject, request, handler, max(1, concurrency)))
+
+    def consume(self, durable: str, message: type[I], handler: ConsumerHandler[I], *, concurrency: int = 1) -> None:
+        """Process the durable consumer ``durable`` (declared in ``contracts.subjects.topology``)
+        with up to ``concurrency`` messages in flight. Raises ``KeyError`` for an undeclared one."""
+        self._consumers.append(_Consumer(self._topology.consumer(durable), message, handler, max(1, concurrency)))
+
+    def task(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run ``fn`` for the service's lifetime (cancelled at shutdown)."""
+        self._tasks.append(fn)
+
+    def stats(self, fn: Callable[[], dict[str, float]]) -> None:
+        """Add service-specific counters to the status (``aios-rl services`` shows them)."""
+        self._extra.append(fn)
+
+    def stop(self) -> None:
+        """Ask the service to shut down gracefully."""
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def status(self) -> ServiceStatus:
+        extra: dict[str, float] = {}
+        for fn in self._extra:
+            extra.update(fn())
+        return ServiceStatus(
+            service=self.name,
+            instance=self.instance,
+            version=self.version,
+            consumers=[
+                ConsumerStats(
+                    consumer=c.spec.durable,
+                    subject=self.bus.names.strip(c.spec.filter_subject),
+                    processed=c.counters.processed,
+                    retried=c.counters.retried,
+                    dead_lettered=c.counters.dead_lettered,
+                    last_error=c.counters.last_error,
+                )
+                for c in self._consumers
+            ],
+            extra=extra,
+        )
+
+    # -- lifetime -------------------------------------------------------------------------------
+    async def run(self, *, install_signal_handlers: bool = True) -> None:
+        """Serve until SIGTERM/SIGINT or :meth:`stop`, then shut down gracefully: stop pulling,
+        let in-flight work finish for ``shutdown_grace_s`` (then hand it back with a nak), stop
+        the endpoints and drain."""
+        loop = asyncio.get_running_loop()
+        if install_signal_handlers:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._stopping.set)
+        by_name = {ep.name: ep for ep in self._endpoints}
+
+        def stats_handler(stats: EndpointStats) -> Any:
+            ep = by_name.get(stats.name)
+            if stats.name == "status":
+                return msgspec.to_builtins(self.status())
+            if ep is not None and ep.concurrency > 1:
+                # Concurrent endpoints answer from tasks, so micro's own counters miss errors.
+                return {"num_requests": ep.counters.processed, "num_errors": ep.counters.errors}
+            return None
+
+        micro = await add_service(
+            self.bus.nc,
+            ServiceConfig(
+                name=self.name,
+                version=self.version,
+                description=self.description,
+                metadata={"namespace": self.bus.names.namespace},
+                stats_handler=stats_handler,
+            ),
+        )
+        self.instance = micro.id
+        self.log = self.log.bind(instance=micro.id)
+        subs: list[Any] = []
+        try:
+            async with asyncio.TaskGroup() as tg:
+                await micro.add_endpoint(
+                    name="status", subject=self.bus.names.status(self.name), handler=self._answer_status, metadata={}
+                )
+                for ep in self._endpoints:
+                    await micro.add_endpoint(
+                        name=ep.name, subject=ep.subject, handler=self._endpoint_callback(ep, tg), metadata={}
+                    )
+                workers: list[asyncio.Task[None]] = []
+                for c in self._consumers:
+                    psub = await self.bus.js.pull_subscribe_bind(durable=c.spec.durable, stream=c.spec.stream)
+                    subs.append(psub)
+                    subs.append(await self._watch_max_deliveries(c))
+                    for i in range(c.concurrency):
+                        workers.append(tg.create_task(self._pull_loop(c, psub), name=f"{c.spec.durable}-{i}"))
+                background = [tg.create_task(fn(), name=getattr(fn, "__name__", "task")) for fn in self._tasks]
+                await self.bus.nc.flush()
+                self.ready.set()
+                self.log.info("service.ready", endpoints=[e.name for e in self._endpoints],
+                              consumers=[c.spec.durable for c in self._consumers])
+                await self._stopping.wait()
+                self.log.info("service.stopping")
+                await micro.stop()
+                # Pull loops see the flag and return after the message in hand.
+                try:
+                    async with asyncio.timeout(self.shutdown_grace_s):
+                        await asyncio.gather(*workers, return_exceptions=True)
+                except TimeoutError:
+                    self.log.warning("service.grace_expired", handing_back=True)
+                    for w in workers:
+                        w.cancel()
+                for b in background:
+                    b.cancel()
+        finally:
+            for sub in subs:
+                with contextlib.suppress(nats.errors.Error):
+                    await sub.unsubscribe()
+            if not micro.stopped.is_set():
+                await micro.stop()
+            if install_signal_handlers:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            self.log.info("service.stopped")
+
+    # -- endpoints ------------------------------------------------------------------------------
+    async def _answer_status(self, req: Request) -> None:
+        data, headers = encode(self.status())
+        await req.respond(data, headers=headers)
+
+    def _endpoint_callback(self, ep: _Endpoint[Any, Any], tg: asyncio.TaskGroup) -> Callable[[Request], Awaitable[None]]:
+        sem = asyncio.Semaphore(ep.concurrency)
+
+        async def handle(req: Request) -> None:
+            ep.counters.processed += 1
+            try:
+                request = decode(req.data, req.headers, ep.type)
+            except DecodeError as exc:
+                ep.counters.errors += 1
+                raise ServiceError("400", str(exc)) from exc
+            try:
+                reply = await ep.handler(request)
+            except ServiceError:
+                ep.counters.errors += 1
+                raise
+            except PermanentError as exc:
+                ep.counters.errors += 1
+                raise ServiceError("422", str(exc)) from exc
+            except Exception as exc:
+                ep.counters.errors += 1
+                ep.counters.last_error = repr(exc)
+                self.log.exception("endpoint.failed", endpoint=ep.name)
+                raise ServiceError("500", f"{type(exc).__name__}: {exc}") from exc
+            data, headers = encode(reply)
+            await req.respond(data, headers=headers)
+
+        if ep.concurrency == 1:
+            return handle
+
+        async def run_one(req: Request) -> None:
+            try:
+                await handle(req)
+            except ServiceError as err:
+                await req.respond_error(err.code, err.description)
+            finally:
+                sem.release()
+
+        async def spawn(req: Request) -> None:
+            await sem.acquire()  # back-pressure: the subscription waits while all slots are busy
+            tg.create_task(run_one(req))
+
+        return spawn
+
+    # -- durable consumers ----------------------------------------------------------------------
+    async def _pull_loop(self, c: _Consumer[Any], psub: Any) -> None:
+        while not self._stopping.is_set():
+            try:
+                msgs = await psub.fetch(1, timeout=self.fetch_timeout_s)
+            except nats.errors.TimeoutError:
+                continue
+            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
+                return
+            except nats.js.errors.APIError as exc:
+                self.log.warning("consumer.fetch_failed", consumer=c.spec.durable, error=str(exc))
+                await asyncio.sleep(self.fetch_timeout_s)  # broker-side hiccup: back off before pulling again
+                continue
+            for msg in msgs:
+                await self._process(c, msg)
+
+    async def _process(self, c: _Consumer[Any], msg: Msg) -> None:
+        meta = msg.metadata
+        deliveries = meta.num_delivered
+        try:
+            decoded = decode(msg.data, msg.headers, c.type)
+        except DecodeError as exc:
+            self.log.warning("consumer.undecodable", consumer=c.spec.durable, subject=msg.subject,
+                             reason=exc.reason, detail=exc.detail)
+            await self._dead_letter(c, msg, "undecodable", str(exc))
+            return
+        keepalive = asyncio.create_task(self._keep_alive(msg, c.spec.ack_wait_s))
+        try:
+            await c.handler(decoded)
+        except asyncio.CancelledError:
+            # Shutdown past the grace period: hand the message back for another replica.
+            await msg.nak()
+            raise
+        except PermanentError as exc:
+            self.log.warning("consumer.rejected", consumer=c.spec.durable, error=str(exc))
+            await self._dead_letter(c, msg, "rejected", str(exc))
+            return
+        except Exception as exc:
+            c.counters.last_error = repr(exc)
+            if deliveries >= c.spec.max_deliver:
+                self.log.exception("consumer.failed_for_good", consumer=c.spec.durable, deliveries=deliveries)
+                await self._dead_letter(c, msg, "failed", repr(exc))
+            else:
+                backoff = c.spec.backoff_s[min(deliveries, len(c.spec.backoff_s)) - 1] if c.spec.backoff_s else 0
+                self.log.exception("consumer.retry", consumer=c.spec.durable, deliveries=deliveries, in_s=backoff)
+                c.counters.retried += 1
+                await msg.nak(delay=backoff)
+            return
+        finally:
+            keepalive.cancel()
+        await msg.ack()
+        c.counters.processed += 1
+
+    @staticmethod
+    async def _keep_alive(msg: Msg, ack_wait_s: float) -> None:
+        """Tell JetStream a long handler is still working, so it does not redeliver meanwhile."""
+        while True:
+            await asyncio.sleep(max(ack_wait_s / 3, 0.5))  # periodic heartbeat, not a condition wait
+            try:
+                await msg.in_progress()
+            except (nats.errors.Error, OSError):
+                return
+
+    async def _dead_letter(self, c: _Consumer[Any], msg: Msg, reason: str, error: str) -> None:
+        meta = msg.metadata
+        await self._publish_dead_letter(
+            c,
+            subject=msg.subject,
+            seq=meta.sequence.stream,
+            deliveries=meta.num_delivered,
+            reason=reason,
+            error=error,
+            headers=dict(msg.headers or {}),
+            payload=msg.data,
+        )
+        await msg.ack()
+        c.counters.dead_lettered += 1
+
+    async def _publish_dead_letter(
+        self, c: _Consumer[Any], *, subject: str, seq: int, deliveries: int, reason: str, error: str,
+        headers: dict[str, str], payload: bytes,
+    ) -> None:
+        names = self.bus.names
+        stream_base = c.spec.stream[len(names.stream("")):]
+        letter = DeadLetter(
+            service=self.name,
+            stream=c.spec.stream,
+            consumer=c.spec.durable,
+            subject=subject,
+            stream_seq=seq,
+            deliveries=deliveries,
+            reason=reason,
+            error=error[:2000],
+            schema=headers.get(SCHEMA_HEADER, ""),
+            headers=headers,
+            payload=payload,
+            at=time.time(),
+        )
+        await self.bus.publish_durable(
+            names.dlq(stream_base), letter, msg_id=f"dlq:{c.spec.stream}:{c.spec.durable}:{seq}"
+        )
+        self.log.warning("consumer.dead_lettered", consumer=c.spec.durable, subject=subject, seq=seq, reason=reason)
+
+    async def _watch_max_deliveries(self, c: _Consumer[Any]) -> Any:
+        """Dead-letter messages the server gave up on (a process died holding them too often)."""
+        subject = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{c.spec.stream}.{c.spec.durable}"
+
+        async def on_advisory(raw: Msg) -> None:
+            try:
+                event = json.loads(raw.data)
+                seq = int(event["stream_seq"])
+                stored = await self.bus.js.get_msg(c.spec.stream, seq)
+            except (ValueError, KeyError, nats.js.errors.NotFoundError) as exc:
+                self.log.warning("consumer.advisory_unreadable", consumer=c.spec.durable, error=repr(exc))
+                return
+            await self._publish_dead_letter(
+                c, subject=stored.subject or "", seq=seq, deliveries=int(event.get("deliveries", 0)),
+                reason="failed", error="the server stopped redelivering (max deliveries reached)",
+                headers=dict(stored.headers or {}), payload=stored.data or b"",
+            )
+            c.counters.dead_lettered += 1
+
+        return await self.bus.nc.subscribe(subject, queue=f"dlq-{c.spec.durable}", cb=on_advisory)

@@ -1,0 +1,69 @@
+"""Rollout jobs and the policy's act request/reply."""
+
+from __future__ import annotations
+
+from ._base import Message
+from .episode import BranchInfo, DecodingRegime
+from .vocab import Environment, EpisodeRole
+
+__all__ = ["ActRequest", "ActResponse", "RolloutJob"]
+
+
+class RolloutJob(Message, frozen=True, kw_only=True):
+    """Run one episode of ``task_id`` under ``checkpoint_id``.
+
+    The episode id is fixed by the sender, so a job redelivered after a crash produces the same
+    episode and downstream de-duplication holds. ``prefix`` is a list of actions replayed
+    deterministically before sampling resumes under ``regime`` (branching)."""
+
+    SCHEMA = "rollout_job.v1"
+
+    job_id: str
+    episode_id: str
+    environment: Environment
+    task_id: str
+    campaign_id: str = ""
+    epoch: int = 0
+    group_id: str = ""
+    role: EpisodeRole = "rollout"
+    checkpoint_id: str = "active"
+    """A checkpoint id, or ``active`` for whatever the pointer names when the episode starts."""
+    seed: int = 0
+    regime: DecodingRegime = DecodingRegime()
+    prefix: list[str] = []
+    branch: BranchInfo | None = None
+    max_steps: int = 16
+    deadline: float = 0.0
+    """Unix seconds after which the result is no longer awaited (0: none)."""
+    split: str = "train"
+
+
+class ActRequest(Message, frozen=True, kw_only=True):
+    """Ask the student for an action on one observation."""
+
+    SCHEMA = "act_request.v1"
+
+    episode_id: str
+    step: int
+    observation: str
+    candidates: list[str] = []
+    """The actions the environment offers; empty means free text."""
+    regime: DecodingRegime = DecodingRegime()
+    checkpoint_id: str = "active"
+    seed: int | None = None
+    want_hidden: bool = False
+    """Also return a short projection of the policy's hidden state (for RAIL's context)."""
+
+
+class ActResponse(Message, frozen=True, kw_only=True):
+    """The student's action, with what the trainer and RAIL need to know about it."""
+
+    SCHEMA = "act_response.v1"
+
+    action: str
+    action_index: int | None = None
+    logprob: float = 0.0
+    entropy: float = 0.0
+    value: float | None = None
+    checkpoint_id: str = ""
+    hidden: list[float] = []

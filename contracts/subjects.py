@@ -1,0 +1,284 @@
+"""Every subject, stream, consumer, KV bucket, key and object name of aios-rl, in one place.
+
+No other module spells a subject: services ask a :class:`Names` for it. A ``Names`` carries an
+optional namespace so that several stacks (or several tests) can share one NATS server without
+seeing each other: subjects get ``<ns>.`` in front, streams and buckets ``<ns>_``.
+
+:func:`topology` declares what JetStream must hold (streams, durable consumers, KV buckets,
+object stores) as plain data; the bus kit applies it idempotently at start-up.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import msgspec
+
+from .vocab import Environment, Lane, Stage
+
+__all__ = [
+    "SCHEMA_HEADER",
+    "BucketSpec",
+    "ConsumerSpec",
+    "Names",
+    "ObjectStoreSpec",
+    "StreamSpec",
+    "Topology",
+    "topology",
+]
+
+SCHEMA_HEADER = "Aios-Schema"
+"""The header that names a message's contract (``episode.v1``, ...)."""
+
+MSG_ID_HEADER = "Nats-Msg-Id"
+"""JetStream's de-duplication header; we set it to ``<episode_id>:<stage>`` and the like."""
+
+_NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_-]{0,32}$")
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+Wild = Literal["*", ">"]
+
+# Stream, bucket and consumer base names (before namespacing).
+STREAM_ROLLOUTS = "ROLLOUTS"
+STREAM_EPISODES = "EPISODES"
+STREAM_REPLAY = "REPLAY"
+STREAM_EVENTS = "EVENTS"
+STREAM_RAIL = "RAIL"
+STREAM_DLQ = "DLQ"
+
+BUCKET_CHECKPOINTS = "checkpoints"
+BUCKET_CONTROL = "control"
+BUCKET_LEDGER = "ledger"
+OBJECTS_WEIGHTS = "weights"
+OBJECTS_EVIDENCE = "evidence"
+
+
+def _token(value: str, what: str) -> str:
+    if not _TOKEN_RE.match(value):
+        raise ValueError(f"{what} {value!r} is not a valid subject token: use letters, digits, '-' or '_'.")
+    return value
+
+
+class Names:
+    """Builds every name for one namespace (``""``: none).
+
+    Raises ``ValueError`` when the namespace or a token would make an invalid subject."""
+
+    def __init__(self, namespace: str = "") -> None:
+        if not _NAMESPACE_RE.match(namespace):
+            raise ValueError(
+                f"namespace {namespace!r} is invalid: use up to 32 letters, digits, '-' or '_'."
+            )
+        self.namespace = namespace
+        self._subj = f"{namespace}." if namespace else ""
+        self._res = f"{namespace}_" if namespace else ""
+
+    def __repr__(self) -> str:
+        return f"Names({self.namespace!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Names) and other.namespace == self.namespace
+
+    def __hash__(self) -> int:
+        return hash(self.namespace)
+
+    def subject(self, *tokens: str) -> str:
+        """Join tokens under this namespace (the one place a subject string is built)."""
+        return self._subj + ".".join(tokens)
+
+    def strip(self, subject: str) -> str:
+        """The subject without this namespace's prefix (for display)."""
+        return subject[len(self._subj):] if self._subj and subject.startswith(self._subj) else subject
+
+    # -- subjects ---------------------------------------------------------------------------
+    def rollout_job(self, env: Environment | Wild = "*") -> str:
+        return self.subject("rollout", "job", env)
+
+    def episode(self, stage: Stage | Wild = "*", env: Environment | Wild = "*") -> str:
+        if stage == ">":
+            return self.subject("episode", ">")
+        return self.subject("episode", stage, env)
+
+    def policy_act(self) -> str:
+        return self.subject("policy", "act")
+
+    def rail_decide(self) -> str:
+        return self.subject("rail", "decide")
+
+    def rail_trace(self) -> str:
+        return self.subject("rail", "trace")
+
+    def teacher_request(self, backend: str | Wild = "*") -> str:
+        return self.subject("teacher", "request", backend if backend in ("*", ">") else _token(backend, "backend"))
+
+    def campaign_cmd(self, verb: Literal["start", "stop", "status"] | Wild = "*") -> str:
+        return self.subject("campaign", "cmd", verb)
+
+    def campaign_event(self, kind: str = "*") -> str:
+        return self.subject("campaign", "event", kind if kind in ("*", ">") else _token(kind, "event kind"))
+
+    def checkpoint_event(self, kind: str = "*") -> str:
+        return self.subject("checkpoint", "event", kind if kind in ("*", ">") else _token(kind, "event kind"))
+
+    def trainer_update(self) -> str:
+        return self.subject("trainer", "cmd", "update")
+
+    def replay(self, lane: Lane | Wild = "*", env: Environment | Wild = "*") -> str:
+        return self.subject("replay", lane, env)
+
+    def replay_sample(self) -> str:
+        return self.subject("replay", "sample")
+
+    def dlq(self, stream_base: str | Wild = ">") -> str:
+        """Dead-letter subject of a stream (given by its base name, e.g. ``EPISODES``)."""
+        return self.subject("dlq", stream_base if stream_base in ("*", ">") else _token(stream_base, "stream"))
+
+    def status(self, service: str) -> str:
+        """The ``status`` endpoint of a service (answers a ``ServiceStatus``)."""
+        return self.subject("aios", "status", _token(service, "service"))
+
+    # -- JetStream resources ------------------------------------------------------------------
+    def stream(self, base: str) -> str:
+        return self._res + base
+
+    def bucket(self, base: str) -> str:
+        return self._res + base
+
+    # -- keys and object names ------------------------------------------------------------------
+    @staticmethod
+    def key_pointers() -> str:
+        return "pointers"
+
+    @staticmethod
+    def key_checkpoint_meta(checkpoint_id: str) -> str:
+        return f"meta.{_token(checkpoint_id, 'checkpoint id')}"
+
+    @staticmethod
+    def key_control(owner: Literal["campaign", "rail", "gateway"], ident: str = "default") -> str:
+        return f"{owner}.{_token(ident, 'control id')}"
+
+    @staticmethod
+    def key_epoch(campaign_id: str, epoch: int) -> str:
+        return f"{_token(campaign_id, 'campaign id')}.{epoch:06d}"
+
+    @staticmethod
+    def object_weights(checkpoint_id: str) -> str:
+        return f"{_token(checkpoint_id, 'checkpoint id')}.weights"
+
+
+# -- topology ---------------------------------------------------------------------------------
+
+
+class StreamSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A JetStream stream to hold."""
+
+    name: str
+    subjects: list[str]
+    retention: Literal["limits", "workqueue", "interest"] = "limits"
+    max_age_s: float = 0.0
+    max_msgs_per_subject: int = -1
+    max_bytes: int = -1
+    duplicate_window_s: float = 120.0
+    description: str = ""
+
+
+class ConsumerSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A durable pull consumer: replicas of its service share it and split the work."""
+
+    stream: str
+    durable: str
+    filter_subject: str
+    ack_wait_s: float = 30.0
+    max_deliver: int = 5
+    backoff_s: list[float] = msgspec.field(default_factory=lambda: [1.0, 5.0, 15.0, 30.0])
+    """Redelivery delays after a failure (the n-th failure waits the n-th value)."""
+    max_ack_pending: int = 256
+
+
+class BucketSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A KV bucket."""
+
+    name: str
+    history: int = 16
+    description: str = ""
+
+
+class ObjectStoreSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """An Object Store bucket."""
+
+    name: str
+    description: str = ""
+
+
+class Topology(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything JetStream must hold for the stack."""
+
+    streams: list[StreamSpec]
+    consumers: list[ConsumerSpec]
+    buckets: list[BucketSpec]
+    object_stores: list[ObjectStoreSpec]
+
+    def consumer(self, durable: str) -> ConsumerSpec:
+        """The consumer named ``durable``; raises ``KeyError`` when none is declared."""
+        for spec in self.consumers:
+            if spec.durable == durable:
+                return spec
+        raise KeyError(f"no durable consumer named {durable!r} is declared in contracts.subjects.topology")
+
+
+DAY = 86400.0
+
+
+def topology(names: Names) -> Topology:
+    """The JetStream resources of the stack under ``names``."""
+    episodes = names.stream(STREAM_EPISODES)
+    rollouts = names.stream(STREAM_ROLLOUTS)
+
+    def consumer(durable: str, stream: str, filter_subject: str, **kw: object) -> ConsumerSpec:
+        return ConsumerSpec(stream=stream, durable=durable, filter_subject=filter_subject, **kw)  # type: ignore[arg-type]
+
+    return Topology(
+        streams=[
+            StreamSpec(name=rollouts, subjects=[names.rollout_job("*")], max_age_s=7 * DAY,
+                       description="Rollout jobs, one subject per environment."),
+            StreamSpec(name=episodes, subjects=[names.episode(">")], max_age_s=14 * DAY,
+                       description="Every episode at every pipeline stage."),
+            StreamSpec(name=names.stream(STREAM_REPLAY), subjects=[names.replay("*", "*")],
+                       max_msgs_per_subject=50_000, description="Replay lanes per environment."),
+            StreamSpec(name=names.stream(STREAM_EVENTS),
+                       subjects=[names.campaign_event(">"), names.checkpoint_event(">")],
+                       max_age_s=30 * DAY, description="Campaign and checkpoint events."),
+            StreamSpec(name=names.stream(STREAM_RAIL), subjects=[names.rail_trace()],
+                       max_age_s=30 * DAY, description="RAIL (z, b, y) traces."),
+            StreamSpec(name=names.stream(STREAM_DLQ), subjects=[names.dlq(">")],
+                       max_age_s=30 * DAY, description="Dead letters of every stream."),
+        ],
+        consumers=[
+            consumer("teacher-gateway", episodes, names.episode("completed", "*"), ack_wait_s=120.0),
+            consumer("reward", episodes, names.episode("taught", "*")),
+            consumer("comparison", episodes, names.episode("rewarded", "*")),
+            consumer("rail", episodes, names.episode("rewarded", "*")),
+            consumer("replay", episodes, names.episode("compared", "*")),
+            consumer("campaign", episodes, names.episode("compared", "*")),
+            consumer("shell-runner", rollouts, names.rollout_job("shell"), ack_wait_s=300.0,
+                     max_ack_pending=64),
+            consumer("browser-runner", rollouts, names.rollout_job("browser"), ack_wait_s=300.0,
+                     max_ack_pending=64),
+            consumer("orchestrator-runner", rollouts, names.rollout_job("orchestrator"),
+                     ack_wait_s=120.0, max_ack_pending=64),
+        ],
+        buckets=[
+            BucketSpec(name=names.bucket(BUCKET_CHECKPOINTS), history=64,
+                       description="Checkpoint pointers and metadata."),
+            BucketSpec(name=names.bucket(BUCKET_CONTROL), history=32,
+                       description="Restart-safe control snapshots."),
+            BucketSpec(name=names.bucket(BUCKET_LEDGER), history=16,
+                       description="Epoch ledger: one record per campaign epoch."),
+        ],
+        object_stores=[
+            ObjectStoreSpec(name=names.bucket(OBJECTS_WEIGHTS), description="Checkpoint weights."),
+            ObjectStoreSpec(name=names.bucket(OBJECTS_EVIDENCE),
+                            description="Screenshots, long logs, raw teacher output."),
+        ],
+    )

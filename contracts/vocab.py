@@ -1,0 +1,70 @@
+"""Closed vocabularies shared by several contracts."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = [
+    "ENVIRONMENTS",
+    "LANES",
+    "OUTCOMES",
+    "STAGES",
+    "Algorithm",
+    "Decision",
+    "Environment",
+    "EpisodeRole",
+    "EpochPhase",
+    "Lane",
+    "Outcome",
+    "PointerName",
+    "RolloutStrategy",
+    "Stage",
+    "TeacherStatus",
+    "TeacherVerdict",
+    "Verdict",
+]
+
+Environment = Literal["shell", "browser", "orchestrator"]
+"""The kinds of work the student learns. A new environment adds one name here and nothing else in
+the core."""
+
+Outcome = Literal["success", "partial", "failure", "blocked"]
+"""How an episode ended, as its environment judged it."""
+
+Stage = Literal["completed", "taught", "rewarded", "compared"]
+"""The pipeline stages an episode passes, in order: ``episode.<stage>.<env>``."""
+
+Verdict = Literal["better", "same", "worse", "comparison_failed"]
+"""An episode (or an epoch) measured against the reference policy."""
+
+Lane = Literal["positive", "neutral", "negative", "diagnostic_only"]
+"""Replay lanes; ``diagnostic_only`` is never trained on."""
+
+EpisodeRole = Literal["rollout", "reference", "eval"]
+"""Why an episode ran: a training rollout, a reference run for comparison, or an evaluation."""
+
+TeacherStatus = Literal["ok", "skipped", "timeout", "unparseable", "error"]
+"""What became of the teacher request for an episode."""
+
+TeacherVerdict = Literal["correct", "partially_correct", "incorrect", "unsure"]
+"""A teacher's judgement of a trajectory."""
+
+Algorithm = Literal["grpo", "ppo"]
+"""Policy-gradient update rules the trainer offers."""
+
+RolloutStrategy = Literal["uniform", "entropy", "rail"]
+"""How rollouts branch: fixed groups (uniform GRPO), an entropy trigger, or the RAIL controller."""
+
+EpochPhase = Literal["collect", "compare", "decide", "train", "done", "failed", "stopped"]
+"""Where an epoch of a campaign stands."""
+
+Decision = Literal["promote", "hold", "rollback_pre_update", "rollback_last_stable"]
+"""The one decision an epoch takes for the whole student."""
+
+PointerName = Literal["active", "pre_update_ref", "last_stable"]
+"""The three checkpoint pointers kept in KV ``checkpoints``."""
+
+ENVIRONMENTS: tuple[str, ...] = get_args(Environment)
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+STAGES: tuple[str, ...] = get_args(Stage)
+LANES: tuple[str, ...] = get_args(Lane)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up aios-rl on a fresh machine with only Python 3.11 and root. Idempotent: run it again
+# any time; it only installs what is missing.
+#
+#   deploy/setup.sh            # .venv with torch==2.13.0 (CPU) and aios-rl[dev]
+#   deploy/setup.sh --browser  # also Debian's chromium, for the browser environment
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $($python --version)"
+  "$python" -m venv .venv
+fi
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+
+# torch first and pinned: the CPU wheel lies on disk here; a bare requirement pulls a CUDA build.
+if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
+  echo "setup: installing torch==2.13.0 (CPU)"
+  "${pip[@]}" "torch==2.13.0"
+fi
+echo "setup: installing aios-rl[dev]"
+"${pip[@]}" -e ".[dev]"
+
+if [ "${1:-}" = "--browser" ] || [ "${AIOS_BROWSER:-0}" = "1" ]; then
+  if [ ! -x /usr/bin/chromium ]; then
+    echo "setup: installing Debian chromium"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  fi
+fi
+echo "setup: done ($(.venv/bin/aios-rl --version 2>/dev/null || echo 'aios-rl installed'))"

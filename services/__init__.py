@@ -1,0 +1,1 @@
+"""aios-rl services: one package per service. No service imports another's code."""
