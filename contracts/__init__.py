@@ -23,7 +23,16 @@ from .campaign import (
     TrainerSettings,
 )
 from .checkpoint import CheckpointEvent, CheckpointMeta, CheckpointPointers, PointerMove
-from .codec import ContractError, DecodeError, decode, decode_any, encode, register, registered, schema_of
+from .codec import (
+    ContractError,
+    DecodeError,
+    decode,
+    decode_any,
+    encode,
+    register,
+    registered,
+    schema_of,
+)
 from .episode import (
     BranchInfo,
     ComparisonResult,
@@ -121,8 +130,8 @@ __all__ = [
     "ControlSnapshot",
     "ControlState",
     "DeadLetter",
-    "DecodeError",
     "Decision",
+    "DecodeError",
     "DecodingRegime",
     "EnvEpochStats",
     "Environment",

@@ -15,7 +15,15 @@ import msgspec
 from ._base import Message
 from .subjects import SCHEMA_HEADER
 
-__all__ = ["ContractError", "DecodeError", "decode", "decode_any", "encode", "register", "schema_of"]
+__all__ = [
+    "ContractError",
+    "DecodeError",
+    "decode",
+    "decode_any",
+    "encode",
+    "register",
+    "schema_of",
+]
 
 M = TypeVar("M", bound=Message)
 
@@ -83,9 +91,13 @@ def decode(data: bytes, headers: Mapping[str, str] | None, expected: type[M]) ->
     the payload does not fit the type."""
     schema = (headers or {}).get(SCHEMA_HEADER, "")
     if not schema:
-        raise DecodeError("missing_schema", f"no {SCHEMA_HEADER} header; expected {expected.SCHEMA}")
+        raise DecodeError(
+            "missing_schema", f"no {SCHEMA_HEADER} header; expected {expected.SCHEMA}"
+        )
     if schema != expected.SCHEMA:
-        raise DecodeError("wrong_schema", f"header says {schema}, expected {expected.SCHEMA}", schema)
+        raise DecodeError(
+            "wrong_schema", f"header says {schema}, expected {expected.SCHEMA}", schema
+        )
     try:
         return _decoder(expected).decode(data)
     except msgspec.DecodeError as exc:

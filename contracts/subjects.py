@@ -56,7 +56,9 @@ OBJECTS_EVIDENCE = "evidence"
 
 def _token(value: str, what: str) -> str:
     if not _TOKEN_RE.match(value):
-        raise ValueError(f"{what} {value!r} is not a valid subject token: use letters, digits, '-' or '_'.")
+        raise ValueError(
+            f"{what} {value!r} is not a valid subject token: use letters, digits, '-' or '_'."
+        )
     return value
 
 
@@ -89,7 +91,9 @@ class Names:
 
     def strip(self, subject: str) -> str:
         """The subject without this namespace's prefix (for display)."""
-        return subject[len(self._subj):] if self._subj and subject.startswith(self._subj) else subject
+        return (
+            subject[len(self._subj) :] if self._subj and subject.startswith(self._subj) else subject
+        )
 
     # -- subjects ---------------------------------------------------------------------------
     def rollout_job(self, env: Environment | Wild = "*") -> str:
@@ -110,16 +114,22 @@ class Names:
         return self.subject("rail", "trace")
 
     def teacher_request(self, backend: str | Wild = "*") -> str:
-        return self.subject("teacher", "request", backend if backend in ("*", ">") else _token(backend, "backend"))
+        return self.subject(
+            "teacher", "request", backend if backend in ("*", ">") else _token(backend, "backend")
+        )
 
     def campaign_cmd(self, verb: Literal["start", "stop", "status"] | Wild = "*") -> str:
         return self.subject("campaign", "cmd", verb)
 
     def campaign_event(self, kind: str = "*") -> str:
-        return self.subject("campaign", "event", kind if kind in ("*", ">") else _token(kind, "event kind"))
+        return self.subject(
+            "campaign", "event", kind if kind in ("*", ">") else _token(kind, "event kind")
+        )
 
     def checkpoint_event(self, kind: str = "*") -> str:
-        return self.subject("checkpoint", "event", kind if kind in ("*", ">") else _token(kind, "event kind"))
+        return self.subject(
+            "checkpoint", "event", kind if kind in ("*", ">") else _token(kind, "event kind")
+        )
 
     def trainer_update(self) -> str:
         return self.subject("trainer", "cmd", "update")
@@ -132,7 +142,9 @@ class Names:
 
     def dlq(self, stream_base: str | Wild = ">") -> str:
         """Dead-letter subject of a stream (given by its base name, e.g. ``EPISODES``)."""
-        return self.subject("dlq", stream_base if stream_base in ("*", ">") else _token(stream_base, "stream"))
+        return self.subject(
+            "dlq", stream_base if stream_base in ("*", ">") else _token(stream_base, "stream")
+        )
 
     def status(self, service: str) -> str:
         """The ``status`` endpoint of a service (answers a ``ServiceStatus``)."""
@@ -224,7 +236,9 @@ class Topology(msgspec.Struct, frozen=True, kw_only=True):
         for spec in self.consumers:
             if spec.durable == durable:
                 return spec
-        raise KeyError(f"no durable consumer named {durable!r} is declared in contracts.subjects.topology")
+        raise KeyError(
+            f"no durable consumer named {durable!r} is declared in contracts.subjects.topology"
+        )
 
 
 DAY = 86400.0
@@ -240,45 +254,96 @@ def topology(names: Names) -> Topology:
 
     return Topology(
         streams=[
-            StreamSpec(name=rollouts, subjects=[names.rollout_job("*")], max_age_s=7 * DAY,
-                       description="Rollout jobs, one subject per environment."),
-            StreamSpec(name=episodes, subjects=[names.episode(">")], max_age_s=14 * DAY,
-                       description="Every episode at every pipeline stage."),
-            StreamSpec(name=names.stream(STREAM_REPLAY), subjects=[names.replay("*", "*")],
-                       max_msgs_per_subject=50_000, description="Replay lanes per environment."),
-            StreamSpec(name=names.stream(STREAM_EVENTS),
-                       subjects=[names.campaign_event(">"), names.checkpoint_event(">")],
-                       max_age_s=30 * DAY, description="Campaign and checkpoint events."),
-            StreamSpec(name=names.stream(STREAM_RAIL), subjects=[names.rail_trace()],
-                       max_age_s=30 * DAY, description="RAIL (z, b, y) traces."),
-            StreamSpec(name=names.stream(STREAM_DLQ), subjects=[names.dlq(">")],
-                       max_age_s=30 * DAY, description="Dead letters of every stream."),
+            StreamSpec(
+                name=rollouts,
+                subjects=[names.rollout_job("*")],
+                max_age_s=7 * DAY,
+                description="Rollout jobs, one subject per environment.",
+            ),
+            StreamSpec(
+                name=episodes,
+                subjects=[names.episode(">")],
+                max_age_s=14 * DAY,
+                description="Every episode at every pipeline stage.",
+            ),
+            StreamSpec(
+                name=names.stream(STREAM_REPLAY),
+                subjects=[names.replay("*", "*")],
+                max_msgs_per_subject=50_000,
+                description="Replay lanes per environment.",
+            ),
+            StreamSpec(
+                name=names.stream(STREAM_EVENTS),
+                subjects=[names.campaign_event(">"), names.checkpoint_event(">")],
+                max_age_s=30 * DAY,
+                description="Campaign and checkpoint events.",
+            ),
+            StreamSpec(
+                name=names.stream(STREAM_RAIL),
+                subjects=[names.rail_trace()],
+                max_age_s=30 * DAY,
+                description="RAIL (z, b, y) traces.",
+            ),
+            StreamSpec(
+                name=names.stream(STREAM_DLQ),
+                subjects=[names.dlq(">")],
+                max_age_s=30 * DAY,
+                description="Dead letters of every stream.",
+            ),
         ],
         consumers=[
-            consumer("teacher-gateway", episodes, names.episode("completed", "*"), ack_wait_s=120.0),
+            consumer(
+                "teacher-gateway", episodes, names.episode("completed", "*"), ack_wait_s=120.0
+            ),
             consumer("reward", episodes, names.episode("taught", "*")),
             consumer("comparison", episodes, names.episode("rewarded", "*")),
             consumer("rail", episodes, names.episode("rewarded", "*")),
             consumer("replay", episodes, names.episode("compared", "*")),
             consumer("campaign", episodes, names.episode("compared", "*")),
-            consumer("shell-runner", rollouts, names.rollout_job("shell"), ack_wait_s=300.0,
-                     max_ack_pending=64),
-            consumer("browser-runner", rollouts, names.rollout_job("browser"), ack_wait_s=300.0,
-                     max_ack_pending=64),
-            consumer("orchestrator-runner", rollouts, names.rollout_job("orchestrator"),
-                     ack_wait_s=120.0, max_ack_pending=64),
+            consumer(
+                "shell-runner",
+                rollouts,
+                names.rollout_job("shell"),
+                ack_wait_s=300.0,
+                max_ack_pending=64,
+            ),
+            consumer(
+                "browser-runner",
+                rollouts,
+                names.rollout_job("browser"),
+                ack_wait_s=300.0,
+                max_ack_pending=64,
+            ),
+            consumer(
+                "orchestrator-runner",
+                rollouts,
+                names.rollout_job("orchestrator"),
+                ack_wait_s=120.0,
+                max_ack_pending=64,
+            ),
         ],
         buckets=[
-            BucketSpec(name=names.bucket(BUCKET_CHECKPOINTS), history=64,
-                       description="Checkpoint pointers and metadata."),
-            BucketSpec(name=names.bucket(BUCKET_CONTROL), history=32,
-                       description="Restart-safe control snapshots."),
-            BucketSpec(name=names.bucket(BUCKET_LEDGER), history=16,
-                       description="Epoch ledger: one record per campaign epoch."),
+            BucketSpec(
+                name=names.bucket(BUCKET_CHECKPOINTS),
+                history=64,
+                description="Checkpoint pointers and metadata.",
+            ),
+            BucketSpec(
+                name=names.bucket(BUCKET_CONTROL),
+                history=32,
+                description="Restart-safe control snapshots.",
+            ),
+            BucketSpec(
+                name=names.bucket(BUCKET_LEDGER),
+                history=16,
+                description="Epoch ledger: one record per campaign epoch.",
+            ),
         ],
         object_stores=[
             ObjectStoreSpec(name=names.bucket(OBJECTS_WEIGHTS), description="Checkpoint weights."),
-            ObjectStoreSpec(name=names.bucket(OBJECTS_EVIDENCE),
-                            description="Screenshots, long logs, raw teacher output."),
+            ObjectStoreSpec(
+                name=names.bucket(OBJECTS_EVIDENCE),
+                description="Screenshots, long logs, raw teacher output.",
+            ),
         ],
     )

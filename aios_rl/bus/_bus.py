@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
@@ -40,7 +39,9 @@ class Bus:
         self.js: JetStreamContext = nc.jetstream()
         self.names = names
 
-    async def publish(self, subject: str, msg: Message, headers: dict[str, str] | None = None) -> None:
+    async def publish(
+        self, subject: str, msg: Message, headers: dict[str, str] | None = None
+    ) -> None:
         """Fire-and-forget publish on core NATS."""
         data, hdrs = encode(msg, headers)
         await self.nc.publish(subject, data, headers=hdrs)
@@ -56,9 +57,13 @@ class Bus:
         try:
             ack = await self.js.publish(subject, data, headers=hdrs, timeout=timeout)
         except nats.js.errors.NoStreamResponseError as exc:
-            raise BusError(f"no JetStream stream takes subject {subject!r}: is the topology provisioned?") from exc
+            raise BusError(
+                f"no JetStream stream takes subject {subject!r}: is the topology provisioned?"
+            ) from exc
         except nats.errors.TimeoutError as exc:
-            raise BusError(f"JetStream did not acknowledge a publish on {subject!r} within {timeout}s") from exc
+            raise BusError(
+                f"JetStream did not acknowledge a publish on {subject!r} within {timeout}s"
+            ) from exc
         return ack.seq
 
     async def request(self, subject: str, msg: Message, reply: type[M], *, timeout: float) -> M:
@@ -75,7 +80,9 @@ class Bus:
             raise RequestTimeout(f"no reply on {subject!r} within {timeout}s") from exc
         headers = resp.headers or {}
         if _ERROR_CODE_HEADER in headers or _ERROR_HEADER in headers:
-            raise RemoteError(headers.get(_ERROR_CODE_HEADER, "500"), headers.get(_ERROR_HEADER, ""), subject)
+            raise RemoteError(
+                headers.get(_ERROR_CODE_HEADER, "500"), headers.get(_ERROR_HEADER, ""), subject
+            )
         return decode(resp.data, headers, reply)
 
     async def subscribe(
@@ -113,37 +120,41 @@ async def connect(
     log = get_logger(nats_url=url)
 
     async def on_disconnect() -> None:
-        log.warning("nats.disconnected")
+        if not (nc.is_closed or nc.is_draining):
+            log.warning("nats.disconnected")
 
     async def on_reconnect() -> None:
         log.info("nats.reconnected")
 
-    async def on_error(exc: Exception) -> None:
-        log.warning("nats.error", error=repr(exc))
+    connected = False
 
-    deadline = time.monotonic() + connect_deadline
-    delay = 0.1
-    while True:
-        try:
-            nc = await nats.connect(
+    async def on_error(exc: Exception) -> None:
+        if connected:
+            log.warning("nats.error", error=repr(exc))
+        else:
+            log.debug("nats.connect_retry", error=repr(exc))
+
+    nc = Client()
+    try:
+        async with asyncio.timeout(connect_deadline):
+            await nc.connect(
                 url,
                 name=name,
                 connect_timeout=2,
                 allow_reconnect=True,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=1,
+                max_reconnect_attempts=-1,  # long-running services never give up once connected
+                reconnect_time_wait=0.5,
                 drain_timeout=5,
                 disconnected_cb=on_disconnect,
                 reconnected_cb=on_reconnect,
                 error_cb=on_error,
             )
-            break
-        except (OSError, nats.errors.NoServersError, nats.errors.TimeoutError, asyncio.TimeoutError) as exc:
-            if time.monotonic() + delay > deadline:
-                raise ConnectError(f"no NATS server answered at {url} within {connect_deadline:.0f}s: {exc!r}") from exc
-            log.info("nats.connect_retry", in_s=round(delay, 2), error=repr(exc))
-            await asyncio.sleep(delay)  # back-off between connection attempts, not a test wait
-            delay = min(delay * 2, 2.0)
+    except (TimeoutError, OSError, nats.errors.Error) as exc:
+        await nc.close()
+        raise ConnectError(
+            f"no NATS server answered at {url} within {connect_deadline:g}s"
+        ) from exc
+    connected = True
     log.debug("nats.connected")
     try:
         yield Bus(nc, names or Names())
@@ -151,5 +162,5 @@ async def connect(
         if not nc.is_closed:
             try:
                 await nc.drain()
-            except (nats.errors.ConnectionClosedError, nats.errors.FlushTimeoutError, asyncio.TimeoutError):
+            except (TimeoutError, nats.errors.ConnectionClosedError, nats.errors.FlushTimeoutError):
                 await nc.close()

@@ -37,7 +37,9 @@ class RemoteError(BusError):
     """The service answered with an error reply: ``code`` and ``description`` say which."""
 
     def __init__(self, code: str, description: str, subject: str = "") -> None:
-        super().__init__(f"{subject}: error {code}: {description}" if subject else f"error {code}: {description}")
+        super().__init__(
+            f"{subject}: error {code}: {description}" if subject else f"error {code}: {description}"
+        )
         self.code = code
         self.description = description
         self.subject = subject

@@ -53,7 +53,11 @@ def configure_logging(service: str = "", *, fmt: str = "auto", level: str = "inf
     if service:
         structlog.contextvars.bind_contextvars(service=service)
     # nats-py logs through the standard library: route its warnings to the same stream.
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=max(numeric, logging.WARNING),
+        stream=sys.stderr,
+        format="%(name)s %(levelname)s %(message)s",
+    )
     _configured = True
 
 

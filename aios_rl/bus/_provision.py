@@ -84,13 +84,17 @@ async def provision(bus: Bus, topo: Topology | None = None) -> Topology:
                     ) from None
         for b in topo.buckets:
             await js.create_key_value(
-                api.KeyValueConfig(bucket=b.name, history=b.history, description=b.description or None)
+                api.KeyValueConfig(
+                    bucket=b.name, history=b.history, description=b.description or None
+                )
             )
         for o in topo.object_stores:
             try:
                 await js.object_store(o.name)
             except nats.js.errors.BucketNotFoundError:
-                await js.create_object_store(o.name, api.ObjectStoreConfig(description=o.description or None))
+                await js.create_object_store(
+                    o.name, api.ObjectStoreConfig(description=o.description or None)
+                )
     except nats.js.errors.APIError as exc:
         raise ProvisionError(f"JetStream refused the topology: {exc}") from exc
     log.debug("jetstream.provisioned", streams=len(topo.streams), consumers=len(topo.consumers))

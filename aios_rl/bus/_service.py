@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -34,10 +35,11 @@ from contracts import (
     DecodeError,
     Message,
     ServiceStatus,
+    Topology,
     decode,
     encode,
-    topology,
 )
+from contracts import topology as stack_topology
 from contracts.subjects import SCHEMA_HEADER, ConsumerSpec
 
 from ._bus import Bus
@@ -46,14 +48,14 @@ from ._logging import get_logger
 
 __all__ = ["ConsumerHandler", "EndpointHandler", "Service"]
 
-I = TypeVar("I", bound=Message)
-O = TypeVar("O", bound=Message)
+Req = TypeVar("Req", bound=Message)
+Rep = TypeVar("Rep", bound=Message)
 
-EndpointHandler = Callable[[I], Awaitable[O]]
+EndpointHandler = Callable[[Req], Awaitable[Rep]]
 """Takes one decoded request Struct, answers one Struct (or raises ``ServiceError`` /
 ``PermanentError`` for a typed error reply)."""
 
-ConsumerHandler = Callable[[I], Awaitable[None]]
+ConsumerHandler = Callable[[Req], Awaitable[None]]
 """Takes one decoded durable message; returning acks it, raising retries or dead-letters it."""
 
 
@@ -67,20 +69,20 @@ class _Counters:
 
 
 @dataclass
-class _Consumer(Generic[I]):
+class _Consumer(Generic[Req]):
     spec: ConsumerSpec
-    type: type[I]
-    handler: ConsumerHandler[I]
+    type: type[Req]
+    handler: ConsumerHandler[Req]
     concurrency: int
     counters: _Counters = field(default_factory=_Counters)
 
 
 @dataclass
-class _Endpoint(Generic[I, O]):
+class _Endpoint(Generic[Req, Rep]):
     name: str
     subject: str
-    type: type[I]
-    handler: EndpointHandler[I, O]
+    type: type[Req]
+    handler: EndpointHandler[Req, Rep]
     concurrency: int
     counters: _Counters = field(default_factory=_Counters)
 
@@ -97,7 +99,10 @@ class Service:
         description: str = "",
         shutdown_grace_s: float = 10.0,
         fetch_timeout_s: float = 1.0,
+        topology: Topology | None = None,
     ) -> None:
+        """``topology`` is where :meth:`consume` looks durable consumers up: the stack's, under
+        ``bus.names``, unless given (pass the one you gave :func:`provision`)."""
         self.bus = bus
         self.name = name
         self.version = version
@@ -111,23 +116,39 @@ class Service:
         self._tasks: list[Callable[[], Awaitable[None]]] = []
         self._extra: list[Callable[[], dict[str, float]]] = []
         self._stopping = asyncio.Event()
-        self._topology = topology(bus.names)
+        self._topology = topology if topology is not None else stack_topology(bus.names)
         self.ready = asyncio.Event()
         """Set once every endpoint and consumer is live (tests wait on it)."""
 
     # -- registration ---------------------------------------------------------------------------
     def endpoint(
-        self, name: str, subject: str, request: type[I], handler: EndpointHandler[I, O], *, concurrency: int = 1
+        self,
+        name: str,
+        subject: str,
+        request: type[Req],
+        handler: EndpointHandler[Req, Rep],
+        *,
+        concurrency: int = 1,
     ) -> None:
         """Answer requests on ``subject`` (queue group ``q``: replicas split the load).
 
         With ``concurrency`` > 1, up to that many requests run at once in this process."""
         self._endpoints.append(_Endpoint(name, subject, request, handler, max(1, concurrency)))
 
-    def consume(self, durable: str, message: type[I], handler: ConsumerHandler[I], *, concurrency: int = 1) -> None:
-        """Process the durable consumer ``durable`` (declared in ``contracts.subjects.topology``)
-        with up to ``concurrency`` messages in flight. Raises ``KeyError`` for an undeclared one."""
-        self._consumers.append(_Consumer(self._topology.consumer(durable), message, handler, max(1, concurrency)))
+    def consume(
+        self,
+        durable: str,
+        message: type[Req],
+        handler: ConsumerHandler[Req],
+        *,
+        concurrency: int = 1,
+    ) -> None:
+        """Process the durable consumer ``durable`` (declared in the service's topology, by default
+        ``contracts.subjects.topology``) with up to ``concurrency`` messages in flight. Raises
+        ``KeyError`` for an undeclared one."""
+        self._consumers.append(
+            _Consumer(self._topology.consumer(durable), message, handler, max(1, concurrency))
+        )
 
     def task(self, fn: Callable[[], Awaitable[None]]) -> None:
         """Run ``fn`` for the service's lifetime (cancelled at shutdown)."""
@@ -182,8 +203,8 @@ class Service:
             ep = by_name.get(stats.name)
             if stats.name == "status":
                 return msgspec.to_builtins(self.status())
-            if ep is not None and ep.concurrency > 1:
-                # Concurrent endpoints answer from tasks, so micro's own counters miss errors.
+            if ep is not None:
+                # Endpoints answer from tasks, so micro's own counters miss errors.
                 return {"num_requests": ep.counters.processed, "num_errors": ep.counters.errors}
             return None
 
@@ -193,44 +214,62 @@ class Service:
                 name=self.name,
                 version=self.version,
                 description=self.description,
-                metadata={"namespace": self.bus.names.namespace},
+                metadata={"namespace": self.bus.names.namespace, "pid": str(os.getpid())},
                 stats_handler=stats_handler,
             ),
         )
         self.instance = micro.id
         self.log = self.log.bind(instance=micro.id)
         subs: list[Any] = []
+        requests: set[asyncio.Task[None]] = set()
         try:
             async with asyncio.TaskGroup() as tg:
                 await micro.add_endpoint(
-                    name="status", subject=self.bus.names.status(self.name), handler=self._answer_status, metadata={}
+                    name="status",
+                    subject=self.bus.names.status(self.name),
+                    handler=self._answer_status,
+                    metadata={},
                 )
                 for ep in self._endpoints:
                     await micro.add_endpoint(
-                        name=ep.name, subject=ep.subject, handler=self._endpoint_callback(ep, tg), metadata={}
+                        name=ep.name,
+                        subject=ep.subject,
+                        handler=self._endpoint_callback(ep, tg, requests),
+                        metadata={},
                     )
                 workers: list[asyncio.Task[None]] = []
                 for c in self._consumers:
-                    psub = await self.bus.js.pull_subscribe_bind(durable=c.spec.durable, stream=c.spec.stream)
+                    psub = await self.bus.js.pull_subscribe_bind(
+                        durable=c.spec.durable, stream=c.spec.stream
+                    )
                     subs.append(psub)
                     subs.append(await self._watch_max_deliveries(c))
                     for i in range(c.concurrency):
-                        workers.append(tg.create_task(self._pull_loop(c, psub), name=f"{c.spec.durable}-{i}"))
-                background = [tg.create_task(fn(), name=getattr(fn, "__name__", "task")) for fn in self._tasks]
+                        workers.append(
+                            tg.create_task(self._pull_loop(c, psub), name=f"{c.spec.durable}-{i}")
+                        )
+                background = [
+                    tg.create_task(fn(), name=getattr(fn, "__name__", "task")) for fn in self._tasks
+                ]
                 await self.bus.nc.flush()
                 self.ready.set()
-                self.log.info("service.ready", endpoints=[e.name for e in self._endpoints],
-                              consumers=[c.spec.durable for c in self._consumers])
+                self.log.info(
+                    "service.ready",
+                    endpoints=[e.name for e in self._endpoints],
+                    consumers=[c.spec.durable for c in self._consumers],
+                )
                 await self._stopping.wait()
                 self.log.info("service.stopping")
                 await micro.stop()
-                # Pull loops see the flag and return after the message in hand.
+                # Pull loops see the flag and return after the message in hand; requests in
+                # flight get their answer.
+                in_flight = [*workers, *requests]
                 try:
                     async with asyncio.timeout(self.shutdown_grace_s):
-                        await asyncio.gather(*workers, return_exceptions=True)
+                        await asyncio.gather(*in_flight, return_exceptions=True)
                 except TimeoutError:
                     self.log.warning("service.grace_expired", handing_back=True)
-                    for w in workers:
+                    for w in in_flight:
                         w.cancel()
                 for b in background:
                     b.cancel()
@@ -250,7 +289,9 @@ class Service:
         data, headers = encode(self.status())
         await req.respond(data, headers=headers)
 
-    def _endpoint_callback(self, ep: _Endpoint[Any, Any], tg: asyncio.TaskGroup) -> Callable[[Request], Awaitable[None]]:
+    def _endpoint_callback(
+        self, ep: _Endpoint[Any, Any], tg: asyncio.TaskGroup, in_flight: set[asyncio.Task[None]]
+    ) -> Callable[[Request], Awaitable[None]]:
         sem = asyncio.Semaphore(ep.concurrency)
 
         async def handle(req: Request) -> None:
@@ -276,20 +317,30 @@ class Service:
             data, headers = encode(reply)
             await req.respond(data, headers=headers)
 
-        if ep.concurrency == 1:
-            return handle
-
         async def run_one(req: Request) -> None:
             try:
                 await handle(req)
             except ServiceError as err:
                 await req.respond_error(err.code, err.description)
+            except nats.errors.Error as exc:
+                # The reply could not be sent (larger than max_payload, connection gone): answer
+                # with an error if we still can, as micro does, rather than fail the service.
+                ep.counters.errors += 1
+                ep.counters.last_error = repr(exc)
+                self.log.exception("endpoint.reply_failed", endpoint=ep.name)
+                with contextlib.suppress(nats.errors.Error):
+                    await req.respond_error("500", f"the reply could not be sent: {exc!r}")
             finally:
                 sem.release()
 
         async def spawn(req: Request) -> None:
+            # Every request runs as a task of the service, never inside the subscription's
+            # callback: stopping the endpoint cancels that callback, and a request in flight must
+            # still get its answer during the shutdown grace period.
             await sem.acquire()  # back-pressure: the subscription waits while all slots are busy
-            tg.create_task(run_one(req))
+            task = tg.create_task(run_one(req))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
 
         return spawn
 
@@ -304,7 +355,9 @@ class Service:
                 return
             except nats.js.errors.APIError as exc:
                 self.log.warning("consumer.fetch_failed", consumer=c.spec.durable, error=str(exc))
-                await asyncio.sleep(self.fetch_timeout_s)  # broker-side hiccup: back off before pulling again
+                await asyncio.sleep(
+                    self.fetch_timeout_s
+                )  # broker-side hiccup: back off before pulling again
                 continue
             for msg in msgs:
                 await self._process(c, msg)
@@ -315,8 +368,13 @@ class Service:
         try:
             decoded = decode(msg.data, msg.headers, c.type)
         except DecodeError as exc:
-            self.log.warning("consumer.undecodable", consumer=c.spec.durable, subject=msg.subject,
-                             reason=exc.reason, detail=exc.detail)
+            self.log.warning(
+                "consumer.undecodable",
+                consumer=c.spec.durable,
+                subject=msg.subject,
+                reason=exc.reason,
+                detail=exc.detail,
+            )
             await self._dead_letter(c, msg, "undecodable", str(exc))
             return
         keepalive = asyncio.create_task(self._keep_alive(msg, c.spec.ack_wait_s))
@@ -333,11 +391,19 @@ class Service:
         except Exception as exc:
             c.counters.last_error = repr(exc)
             if deliveries >= c.spec.max_deliver:
-                self.log.exception("consumer.failed_for_good", consumer=c.spec.durable, deliveries=deliveries)
+                self.log.exception(
+                    "consumer.failed_for_good", consumer=c.spec.durable, deliveries=deliveries
+                )
                 await self._dead_letter(c, msg, "failed", repr(exc))
             else:
-                backoff = c.spec.backoff_s[min(deliveries, len(c.spec.backoff_s)) - 1] if c.spec.backoff_s else 0
-                self.log.exception("consumer.retry", consumer=c.spec.durable, deliveries=deliveries, in_s=backoff)
+                backoff = (
+                    c.spec.backoff_s[min(deliveries, len(c.spec.backoff_s)) - 1]
+                    if c.spec.backoff_s
+                    else 0
+                )
+                self.log.exception(
+                    "consumer.retry", consumer=c.spec.durable, deliveries=deliveries, in_s=backoff
+                )
                 c.counters.retried += 1
                 await msg.nak(delay=backoff)
             return
@@ -350,7 +416,9 @@ class Service:
     async def _keep_alive(msg: Msg, ack_wait_s: float) -> None:
         """Tell JetStream a long handler is still working, so it does not redeliver meanwhile."""
         while True:
-            await asyncio.sleep(max(ack_wait_s / 3, 0.5))  # periodic heartbeat, not a condition wait
+            await asyncio.sleep(
+                max(ack_wait_s / 3, 0.5)
+            )  # periodic heartbeat, not a condition wait
             try:
                 await msg.in_progress()
             except (nats.errors.Error, OSError):
@@ -372,11 +440,19 @@ class Service:
         c.counters.dead_lettered += 1
 
     async def _publish_dead_letter(
-        self, c: _Consumer[Any], *, subject: str, seq: int, deliveries: int, reason: str, error: str,
-        headers: dict[str, str], payload: bytes,
+        self,
+        c: _Consumer[Any],
+        *,
+        subject: str,
+        seq: int,
+        deliveries: int,
+        reason: str,
+        error: str,
+        headers: dict[str, str],
+        payload: bytes,
     ) -> None:
         names = self.bus.names
-        stream_base = c.spec.stream[len(names.stream("")):]
+        stream_base = c.spec.stream[len(names.stream("")) :]
         letter = DeadLetter(
             service=self.name,
             stream=c.spec.stream,
@@ -394,7 +470,13 @@ class Service:
         await self.bus.publish_durable(
             names.dlq(stream_base), letter, msg_id=f"dlq:{c.spec.stream}:{c.spec.durable}:{seq}"
         )
-        self.log.warning("consumer.dead_lettered", consumer=c.spec.durable, subject=subject, seq=seq, reason=reason)
+        self.log.warning(
+            "consumer.dead_lettered",
+            consumer=c.spec.durable,
+            subject=subject,
+            seq=seq,
+            reason=reason,
+        )
 
     async def _watch_max_deliveries(self, c: _Consumer[Any]) -> Any:
         """Dead-letter messages the server gave up on (a process died holding them too often)."""
@@ -406,12 +488,19 @@ class Service:
                 seq = int(event["stream_seq"])
                 stored = await self.bus.js.get_msg(c.spec.stream, seq)
             except (ValueError, KeyError, nats.js.errors.NotFoundError) as exc:
-                self.log.warning("consumer.advisory_unreadable", consumer=c.spec.durable, error=repr(exc))
+                self.log.warning(
+                    "consumer.advisory_unreadable", consumer=c.spec.durable, error=repr(exc)
+                )
                 return
             await self._publish_dead_letter(
-                c, subject=stored.subject or "", seq=seq, deliveries=int(event.get("deliveries", 0)),
-                reason="failed", error="the server stopped redelivering (max deliveries reached)",
-                headers=dict(stored.headers or {}), payload=stored.data or b"",
+                c,
+                subject=stored.subject or "",
+                seq=seq,
+                deliveries=int(event.get("deliveries", 0)),
+                reason="failed",
+                error="the server stopped redelivering (max deliveries reached)",
+                headers=dict(stored.headers or {}),
+                payload=stored.data or b"",
             )
             c.counters.dead_lettered += 1
 

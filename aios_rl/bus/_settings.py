@@ -10,6 +10,7 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import itertools
 import os
 import sys
 import textwrap
@@ -49,7 +50,7 @@ def field_docs(cls: type) -> dict[str, str]:
         except (OSError, TypeError):
             continue
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for node, nxt in zip(body, body[1:], strict=False):
+        for node, nxt in itertools.pairwise(body):
             if (
                 isinstance(node, ast.AnnAssign)
                 and isinstance(node.target, ast.Name)
@@ -68,6 +69,7 @@ def _env_name(name: str) -> str:
 def _converter(tp: Any, name: str):
     origin = typing.get_origin(tp)
     if tp is bool:
+
         def to_bool(text: str) -> bool:
             low = text.strip().lower()
             if low in ("1", "true", "yes", "on"):
@@ -75,6 +77,7 @@ def _converter(tp: Any, name: str):
             if low in ("0", "false", "no", "off"):
                 return False
             raise ValueError(f"{name} takes true or false, not {text!r}")
+
         return to_bool
     if tp in (int, float, str):
         return tp
@@ -90,22 +93,35 @@ def load_settings(cls: type[S], argv: Sequence[str] | None = None, *, prog: str 
     A bad value ends the process with a one-line message (argparse's exit 2)."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
-    parser = argparse.ArgumentParser(prog=prog, description=(cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=(cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else None
+    )
+
+    def bad_value(message: str) -> typing.NoReturn:
+        # parser.error() would print the whole usage first; a bad value needs one line.
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
+
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         conv = _converter(hints[f.name], f.name)
         env = _env_name(f.name)
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
+            )
         )
         help_text = f"{docs.get(f.name, '')} [env {env}; default {default!r}]"
-        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=str, default=None, help=help_text)
+        parser.add_argument(
+            f"--{f.name.replace('_', '-')}", dest=f.name, type=str, default=None, help=help_text
+        )
         raw = os.environ.get(env)
         if raw is not None:
             try:
                 values[f.name] = conv(raw)
             except ValueError as exc:
-                parser.exit(2, f"{parser.prog}: error: environment {env}={raw!r}: {exc}\n")
+                bad_value(f"environment {env}={raw!r}: {exc}")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     for f in dataclasses.fields(cls):
         raw = getattr(args, f.name)
@@ -113,9 +129,8 @@ def load_settings(cls: type[S], argv: Sequence[str] | None = None, *, prog: str 
             try:
                 values[f.name] = _converter(hints[f.name], f.name)(raw)
             except ValueError as exc:
-                parser.error(f"--{f.name.replace('_', '-')} {raw!r}: {exc}")
+                bad_value(f"--{f.name.replace('_', '-')} {raw!r}: {exc}")
     try:
         return cls(**values)
     except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
-        raise  # unreachable: parser.error exits
+        bad_value(str(exc))

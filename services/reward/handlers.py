@@ -15,11 +15,15 @@ def on_taught(bus: Bus, settings: RewardSettings):
     async def handle(ep: Episode) -> None:
         log = get_logger(episode_id=ep.episode_id, campaign_id=ep.campaign_id)
         try:
-            rewarded = reward_episode(ep, weight=settings.teacher_weight, clip=settings.shaping_clip)
+            rewarded = reward_episode(
+                ep, weight=settings.teacher_weight, clip=settings.shaping_clip
+            )
         except ValueError as exc:
             raise PermanentError(str(exc)) from exc
         await bus.publish_durable(
-            bus.names.episode("rewarded", ep.environment), rewarded, msg_id=f"{ep.episode_id}:rewarded"
+            bus.names.episode("rewarded", ep.environment),
+            rewarded,
+            msg_id=f"{ep.episode_id}:rewarded",
         )
         log.debug("episode.rewarded", reward=rewarded.reward)
 

@@ -20,15 +20,24 @@ __all__ = ["fuse", "reward_episode", "usable"]
 
 def usable(signal: TeacherSignal | None) -> bool:
     """A teacher signal shapes reward only when it parsed and is not a borderline case."""
-    return signal is not None and signal.status == "ok" and not signal.boundary and math.isfinite(signal.score)
+    return (
+        signal is not None
+        and signal.status == "ok"
+        and not signal.boundary
+        and math.isfinite(signal.score)
+    )
 
 
-def fuse(env_reward: float, signal: TeacherSignal | None, *, weight: float, clip: float) -> RewardBreakdown:
+def fuse(
+    env_reward: float, signal: TeacherSignal | None, *, weight: float, clip: float
+) -> RewardBreakdown:
     """The reward breakdown for one episode. Raises ``ValueError`` for a non-finite env reward."""
     if not math.isfinite(env_reward):
         raise ValueError(f"environment reward must be finite, got {env_reward!r}")
     if not usable(signal):
-        return RewardBreakdown(env_reward=env_reward, teacher_weight=0.0, shaping=0.0, clip=clip, total=env_reward)
+        return RewardBreakdown(
+            env_reward=env_reward, teacher_weight=0.0, shaping=0.0, clip=clip, total=env_reward
+        )
     assert signal is not None
     score = max(-1.0, min(1.0, signal.score))
     shaping = max(-clip, min(clip, weight * score))

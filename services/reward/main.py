@@ -15,8 +15,13 @@ from .settings import RewardSettings
 
 def build(bus, settings: RewardSettings) -> Service:
     """The reward service on ``bus``, not yet running."""
-    svc = Service(bus, name="reward", version=__version__, shutdown_grace_s=settings.shutdown_grace_s,
-                  description="Fuses environment reward with teacher shaping.")
+    svc = Service(
+        bus,
+        name="reward",
+        version=__version__,
+        shutdown_grace_s=settings.shutdown_grace_s,
+        description="Fuses environment reward with teacher shaping.",
+    )
     svc.consume("reward", Episode, on_taught(bus, settings), concurrency=settings.concurrency)
     return svc
 

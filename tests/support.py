@@ -1,0 +1,91 @@
+"""Helpers shared by the integration tests: run a service for the length of a test, read a
+durable consumer's state once JetStream has applied the acks already sent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TypeVar
+
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerInfo
+
+from aios_rl.bus import Bus, Service
+
+T = TypeVar("T")
+
+READY_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 15.0
+
+
+@contextlib.asynccontextmanager
+async def running(svc: Service) -> AsyncIterator[asyncio.Task[None]]:
+    """Run ``svc`` in a task until the block ends; enter once ``svc.ready`` is set.
+
+    A service that fails while starting re-raises its error here instead of hanging the test.
+    On exit the service is stopped gracefully and joined."""
+    task = asyncio.create_task(svc.run(install_signal_handlers=False), name=f"svc-{svc.name}")
+    ready = asyncio.create_task(svc.ready.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {task, ready}, timeout=READY_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+        )
+        if task in done:
+            task.result()  # raises the start-up error
+            raise AssertionError(f"service {svc.name} returned before it was ready")
+        if ready not in done:
+            raise AssertionError(f"service {svc.name} was not ready within {READY_TIMEOUT_S}s")
+        yield task
+    finally:
+        ready.cancel()
+        svc.stop()
+        if not task.done():
+            await asyncio.wait_for(task, STOP_TIMEOUT_S)
+        elif not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+
+
+async def settled_consumer(
+    bus: Bus, stream: str, durable: str, *, within: float = 5.0
+) -> ConsumerInfo:
+    """The consumer's info once nothing it delivered is waiting for an ack.
+
+    An ack is a fire-and-forget publish that the server applies on the consumer's own goroutine,
+    so an info query sent right after it can still count the message as pending (measured here:
+    about half the time without a flush). This asks again, each time a server round trip, until
+    ``num_ack_pending`` is 0 or the deadline passes; it returns the last answer either way, and
+    the caller asserts on it (a message that is really unacked keeps ``num_ack_pending`` > 0)."""
+
+    async def poll() -> ConsumerInfo:
+        while True:
+            await bus.nc.flush()
+            info = await bus.js.consumer_info(stream, durable)
+            if not info.num_ack_pending:
+                return info
+
+    try:
+        return await asyncio.wait_for(poll(), within)
+    except TimeoutError:
+        return await bus.js.consumer_info(stream, durable)
+
+
+@contextlib.asynccontextmanager
+async def stored(bus: Bus, subject: str) -> AsyncIterator[asyncio.Queue[Msg]]:
+    """Every message a stream holds on ``subject``, from the first, as it is stored (an ordered
+    consumer: what lands here was really written to the stream, not just published)."""
+    queue: asyncio.Queue[Msg] = asyncio.Queue()
+
+    async def on_msg(msg: Msg) -> None:
+        queue.put_nowait(msg)
+
+    sub = await bus.js.subscribe(subject, cb=on_msg, ordered_consumer=True)
+    try:
+        yield queue
+    finally:
+        await sub.unsubscribe()
+
+
+async def next_item(queue: asyncio.Queue[T], within: float = 5.0) -> T:
+    """The next item of ``queue``; ``TimeoutError`` when none comes ``within`` seconds."""
+    return await asyncio.wait_for(queue.get(), within)

@@ -1,0 +1,231 @@
+"""Architecture rules, checked on the source with ``ast``:
+
+- no subject is spelled outside ``contracts/`` (services ask a ``Names`` for it);
+- no service imports another service's code;
+- ``contracts/`` imports only msgspec and the standard library.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import contracts
+
+REPO = Path(__file__).resolve().parents[1]
+SCANNED_DIRS = ("aios_rl", "services", "bench")
+SUBJECT_PREFIXES = (
+    "episode.",
+    "rollout.",
+    "policy.",
+    "rail.",
+    "teacher.",
+    "campaign.",
+    "checkpoint.",
+    "trainer.",
+    "replay.",
+    "dlq.",
+    "aios.",
+)
+
+ALLOWED_SUBJECT_LIKE: dict[tuple[str, str], str] = {
+    (
+        "services/reward/handlers.py",
+        "episode.rewarded",
+    ): "a structlog event name (log.debug('episode.rewarded', ...)), never used as a subject",
+}
+"""(file, literal) -> why this subject-like string is not a subject. Keep it small."""
+
+SCHEMA_NAMES = frozenset(contracts.registered())
+"""Schema names (``episode.v1``, ...) start like subjects but name a contract, not a subject."""
+
+
+def python_files(*dirs: str) -> Iterator[Path]:
+    for d in dirs:
+        root = REPO / d
+        if root.is_dir():
+            yield from sorted(p for p in root.rglob("*.py") if ".venv" not in p.parts)
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+# -- subjects ----------------------------------------------------------------------------------------
+
+
+def subject_literals(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, text) of every string constant that starts like a subject of the stack.
+
+    Covers plain strings, the literal parts of f-strings (``f"episode.{stage}"``) and pieces of
+    concatenations; docstrings start with prose, so they do not match."""
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith(SUBJECT_PREFIXES)
+            and node.value not in SCHEMA_NAMES
+        ):
+            found.append((node.lineno, node.value))
+    return found
+
+
+def test_subject_scanner_finds_literals() -> None:
+    src = (
+        'A = "episode.completed.shell"\n'
+        "def f(env):\n"
+        '    """Publishes on episode.completed: prose does not match."""\n'
+        '    return f"rollout.job.{env}", "dlq." + env, "service.ready", "aios-rl", "episode.v1"\n'
+    )
+    assert subject_literals(ast.parse(src)) == [
+        (1, "episode.completed.shell"),
+        (4, "rollout.job."),
+        (4, "dlq."),
+    ]
+
+
+def test_no_subject_literal_outside_contracts() -> None:
+    files = list(python_files(*SCANNED_DIRS))
+    assert REPO / "services" / "reward" / "handlers.py" in files, "the scan missed the services"
+    seen: set[tuple[str, str]] = set()
+    offending = []
+    for path in files:
+        for line, text in subject_literals(parse(path)):
+            key = (rel(path), text)
+            if key in ALLOWED_SUBJECT_LIKE:
+                seen.add(key)
+                continue
+            offending.append(f"{rel(path)}:{line}: {text!r}")
+    assert not offending, (
+        "subject strings spelled outside contracts/ (build them with contracts.Names):\n  "
+        + "\n  ".join(offending)
+    )
+    stale = sorted(set(ALLOWED_SUBJECT_LIKE) - seen)
+    assert not stale, f"allowlist entries that no longer match anything (remove them): {stale}"
+
+
+# -- service isolation -----------------------------------------------------------------------------------
+
+
+def imported_modules(tree: ast.Module, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, absolute module) for every import in ``tree``, relative imports resolved against
+    ``module``. ``from x import y`` yields both ``x`` and ``x.y`` (``y`` may be a module)."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - (node.level - 1)] if node.level else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            out.append((node.lineno, target))
+            out += [(node.lineno, f"{target}.{a.name}") for a in node.names if a.name != "*"]
+    return out
+
+
+def module_name(path: Path) -> tuple[str, bool]:
+    """Dotted module name of a file under the repo, and whether it is a package's ``__init__``."""
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    return ".".join(parts[:-1] if is_package else parts), is_package
+
+
+def cross_service_imports(service: str, sources: dict[Path, str]) -> list[str]:
+    """Imports of ``services.<other>`` in the given files of ``services/<service>/``."""
+    bad = set()
+    for path, text in sources.items():
+        mod, is_pkg = module_name(path)
+        for line, target in imported_modules(ast.parse(text), mod, is_pkg):
+            parts = target.split(".")
+            if parts[0] == "services" and len(parts) > 1 and parts[1] != service:
+                bad.add(f"{rel(path)}:{line}: imports {target}")
+    return sorted(bad)
+
+
+def test_import_resolution() -> None:
+    tree = ast.parse(
+        "from .logic import fuse\nfrom .. import comparison\nfrom ..comparison.logic import x\n"
+        "import services.rail\nfrom services import replay\nfrom aios_rl.bus import Bus\n"
+    )
+    targets = {t for _, t in imported_modules(tree, "services.reward.handlers", False)}
+    assert {
+        "services.reward.logic",
+        "services.comparison",
+        "services.comparison.logic",
+        "services.rail",
+        "services.replay",
+        "aios_rl.bus",
+    } <= targets
+    in_init = {
+        t
+        for _, t in imported_modules(
+            ast.parse("from .main import build\n"), "services.reward", True
+        )
+    }
+    assert "services.reward.main" in in_init
+
+
+def test_cross_service_check_catches_an_import() -> None:
+    probe = REPO / "services" / "reward" / "probe.py"
+    src = "from ..comparison import logic\nfrom . import logic as own\nimport services.rail.main\n"
+    assert cross_service_imports("reward", {probe: src}) == [
+        "services/reward/probe.py:1: imports services.comparison",
+        "services/reward/probe.py:1: imports services.comparison.logic",
+        "services/reward/probe.py:3: imports services.rail.main",
+    ]
+
+
+def service_packages() -> list[Path]:
+    return sorted(
+        p for p in (REPO / "services").iterdir() if p.is_dir() and (p / "__init__.py").exists()
+    )
+
+
+def test_services_exist_to_check() -> None:
+    assert "reward" in [p.name for p in service_packages()]
+
+
+@pytest.mark.parametrize("service", service_packages(), ids=lambda p: p.name)
+def test_no_service_imports_another_service(service: Path) -> None:
+    files = list(python_files(rel(service)))
+    assert files
+    bad = cross_service_imports(service.name, {p: p.read_text(encoding="utf-8") for p in files})
+    assert not bad, (
+        f"services/{service.name} imports another service's code (talk over the bus):\n  "
+        + "\n  ".join(bad)
+    )
+
+
+# -- contracts' dependencies ----------------------------------------------------------------------------
+
+ALLOWED_CONTRACT_IMPORTS = {"msgspec", "contracts", "__future__"}
+
+
+def test_contracts_import_only_msgspec_and_the_standard_library() -> None:
+    files = list(python_files("contracts"))
+    assert REPO / "contracts" / "codec.py" in files
+    bad = []
+    for path in files:
+        tree = parse(path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top not in ALLOWED_CONTRACT_IMPORTS and top not in sys.stdlib_module_names:
+                    bad.append(f"{rel(path)}:{node.lineno}: imports {top}")
+    assert not bad, (
+        "contracts/ may import only msgspec and the standard library:\n  " + "\n  ".join(bad)
+    )

@@ -1,0 +1,668 @@
+"""The bus kit against a real nats-server, each test in a namespace of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import msgspec
+import pytest
+
+from aios_rl.bus import (
+    Bus,
+    BusError,
+    NoResponders,
+    PermanentError,
+    RemoteError,
+    RequestTimeout,
+    Service,
+    ServiceSettings,
+    load_settings,
+    provision,
+)
+from contracts import (
+    SCHEMA_HEADER,
+    ActRequest,
+    ActResponse,
+    DeadLetter,
+    DecodeError,
+    Episode,
+    Message,
+    Names,
+    RailDecideRequest,
+    ServiceStatus,
+    Topology,
+    decode,
+    topology,
+)
+from contracts.subjects import STREAM_DLQ, STREAM_EPISODES, ConsumerSpec
+from services.reward.settings import RewardSettings
+from tests.support import next_item, running, settled_consumer, stored
+
+pytestmark = pytest.mark.timeout(60)
+
+FAST_FETCH_S = 0.2
+"""Idle pull loops notice ``stop()`` within this long: keeps each test's shutdown quick."""
+
+
+def make_service(bus: Bus, name: str = "probe", **kw: Any) -> Service:
+    return Service(bus, name=name, version="0.0.1", fetch_timeout_s=FAST_FETCH_S, **kw)
+
+
+def episode(i: int | str, env: str = "shell", **kw: Any) -> Episode:
+    return Episode(episode_id=f"ep-{i}", environment=env, task_id=f"task-{i}", **kw)  # type: ignore[arg-type]
+
+
+def act(observation: str = "obs") -> ActRequest:
+    return ActRequest(episode_id="ep-1", step=0, observation=observation)
+
+
+async def echo(req: ActRequest) -> ActResponse:
+    return ActResponse(
+        action=req.observation.upper(), logprob=-0.5, checkpoint_id=req.checkpoint_id
+    )
+
+
+def taught(names: Names, env: str = "shell") -> str:
+    return names.episode("taught", env)
+
+
+# -- publish, request/reply ------------------------------------------------------------------------
+
+
+async def test_publish_durable_is_typed_and_deduplicated(bus: Bus, names: Names) -> None:
+    ep = episode(1, env_reward=0.5)
+    seq = await bus.publish_durable(taught(names), ep, msg_id="ep-1:taught")
+    stored_msg = await bus.js.get_msg(names.stream(STREAM_EPISODES), seq)
+    assert stored_msg.subject == taught(names)
+    assert stored_msg.headers is not None and stored_msg.headers[SCHEMA_HEADER] == "episode.v1"
+    assert decode(stored_msg.data or b"", stored_msg.headers, Episode) == ep
+
+    again = await bus.publish_durable(taught(names), ep, msg_id="ep-1:taught")
+    assert again == seq, "a republish with the same Nats-Msg-Id must not store a second copy"
+    other = await bus.publish_durable(taught(names), episode(2), msg_id="ep-2:taught")
+    assert other == seq + 1
+
+
+async def test_publish_durable_without_a_stream_is_a_bus_error(bus: Bus, names: Names) -> None:
+    with pytest.raises(BusError, match="no JetStream stream"):
+        await bus.publish_durable(names.policy_act(), act(), timeout=2.0)
+
+
+async def test_request_reply_round_trip(bus: Bus, names: Names) -> None:
+    svc = make_service(bus)
+    svc.endpoint("act", names.policy_act(), ActRequest, echo)
+    async with running(svc):
+        reply = await bus.request(names.policy_act(), act("look left"), ActResponse, timeout=5)
+    assert reply == ActResponse(action="LOOK LEFT", logprob=-0.5, checkpoint_id="active")
+
+
+async def test_subscribe_hands_over_decoded_messages_and_decode_errors(
+    bus: Bus, names: Names
+) -> None:
+    got: asyncio.Queue[Message | DecodeError] = asyncio.Queue()
+
+    async def handler(msg: Message | DecodeError, _raw: Any) -> None:
+        got.put_nowait(msg)
+
+    sub = await bus.subscribe(names.rail_decide(), handler)
+    await bus.publish(names.rail_decide(), act("x"))
+    await bus.nc.publish(names.rail_decide(), b"{}")  # no schema header
+    assert await next_item(got) == act("x")
+    err = await next_item(got)
+    assert isinstance(err, DecodeError) and err.reason == "missing_schema"
+    await sub.unsubscribe()
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+async def test_endpoint_errors_come_back_typed(bus: Bus, names: Names, concurrency: int) -> None:
+    async def handler(req: ActRequest) -> ActResponse:
+        if req.observation == "permanent":
+            raise PermanentError("this observation can never be answered")
+        if req.observation == "bug":
+            raise ValueError("handler bug")
+        return await echo(req)
+
+    svc = make_service(bus)
+    svc.endpoint("act", names.policy_act(), ActRequest, handler, concurrency=concurrency)
+    subject = names.policy_act()
+    async with running(svc):
+        with pytest.raises(RemoteError) as permanent:
+            await bus.request(subject, act("permanent"), ActResponse, timeout=5)
+        with pytest.raises(RemoteError) as bug:
+            await bus.request(subject, act("bug"), ActResponse, timeout=5)
+        with pytest.raises(RemoteError) as wrong:
+            await bus.request(
+                subject,
+                RailDecideRequest(episode_id="e", environment="shell", step=0, context=[]),
+                ActResponse,
+                timeout=5,
+            )
+        raw = await bus.nc.request(subject, b'{"episode_id": "e"}', timeout=5)
+        # The endpoint still answers well after those failures.
+        assert (await bus.request(subject, act("ok"), ActResponse, timeout=5)).action == "OK"
+    assert (permanent.value.code, permanent.value.subject) == ("422", subject)
+    assert "can never be answered" in permanent.value.description
+    assert bug.value.code == "500" and "ValueError: handler bug" in bug.value.description
+    assert wrong.value.code == "400" and "wrong_schema" in wrong.value.description
+    assert raw.headers is not None and raw.headers["Nats-Service-Error-Code"] == "400"
+    assert "missing_schema" in raw.headers["Nats-Service-Error"]
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+async def test_a_reply_too_large_to_send_is_an_error_reply(
+    bus: Bus, names: Names, concurrency: int
+) -> None:
+    async def huge(req: ActRequest) -> ActResponse:
+        size = bus.nc.max_payload + 1 if req.observation == "huge" else 1
+        return ActResponse(action="x" * size)
+
+    svc = make_service(bus)
+    svc.endpoint("act", names.policy_act(), ActRequest, huge, concurrency=concurrency)
+    async with running(svc) as run_task:
+        with pytest.raises(RemoteError) as err:
+            await bus.request(names.policy_act(), act("huge"), ActResponse, timeout=5)
+        assert (
+            await bus.request(names.policy_act(), act("small"), ActResponse, timeout=5)
+        ).action == "x"
+        assert not run_task.done()
+    assert err.value.code == "500" and "MaxPayloadError" in err.value.description
+
+
+async def test_no_responders(bus: Bus, names: Names) -> None:
+    with pytest.raises(NoResponders, match="no service answers"):
+        await bus.request(names.policy_act(), act(), ActResponse, timeout=5)
+
+
+async def test_request_timeout(bus: Bus, names: Names) -> None:
+    release = asyncio.Event()
+    entered = asyncio.Event()
+
+    async def stuck(req: ActRequest) -> ActResponse:
+        entered.set()
+        await release.wait()
+        return await echo(req)
+
+    svc = make_service(bus)
+    svc.endpoint("act", names.policy_act(), ActRequest, stuck)
+    async with running(svc):
+        try:
+            started = time.monotonic()
+            with pytest.raises(RequestTimeout, match=r"within 0\.3s"):
+                await bus.request(names.policy_act(), act(), ActResponse, timeout=0.3)
+            assert time.monotonic() - started >= 0.29
+            assert entered.is_set(), "the request reached the handler and was not answered in time"
+        finally:
+            release.set()
+
+
+@pytest.mark.parametrize(("concurrency", "overlaps"), [(3, True), (1, False)])
+async def test_concurrent_endpoint_overlaps_requests(
+    bus: Bus, names: Names, concurrency: int, overlaps: bool
+) -> None:
+    """Three handlers wait on a barrier that opens only when three are in flight at once.
+
+    With ``concurrency=3`` all three answer; with 1 the barrier never opens (the control case
+    that shows the barrier really needs overlap)."""
+    n = 3
+    in_flight = 0
+    most = 0
+    all_in = asyncio.Event()
+
+    async def barrier(req: ActRequest) -> ActResponse:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        if in_flight == n:
+            all_in.set()
+        try:
+            await all_in.wait()
+            return await echo(req)
+        finally:
+            in_flight -= 1
+
+    svc = make_service(bus)
+    svc.endpoint("act", names.policy_act(), ActRequest, barrier, concurrency=concurrency)
+    async with running(svc):
+        try:
+            results = await asyncio.gather(
+                *(
+                    bus.request(
+                        names.policy_act(),
+                        act(f"o{i}"),
+                        ActResponse,
+                        timeout=2.0 if overlaps else 0.5,
+                    )
+                    for i in range(n)
+                ),
+                return_exceptions=True,
+            )
+        finally:
+            all_in.set()  # let a blocked handler finish so shutdown is quick
+    if overlaps:
+        assert sorted(r.action for r in results) == ["O0", "O1", "O2"]  # type: ignore[union-attr]
+        assert most == n
+    else:
+        assert all(isinstance(r, RequestTimeout) for r in results)
+        assert most == 1
+
+
+# -- durable consumers ------------------------------------------------------------------------------
+
+
+async def test_durable_consumer_processes_and_acks(bus: Bus, names: Names) -> None:
+    got: asyncio.Queue[Episode] = asyncio.Queue()
+
+    async def handler(ep: Episode) -> None:
+        got.put_nowait(ep)
+
+    svc = make_service(bus)
+    svc.consume("reward", Episode, handler, concurrency=2)
+    sent = [
+        episode(i, env=env) for i, env in enumerate(["shell", "browser", "orchestrator", "shell"])
+    ]
+    async with running(svc):
+        for ep in sent:
+            await bus.publish_durable(taught(names, ep.environment), ep)
+        received = [await next_item(got) for _ in sent]
+    assert sorted(e.episode_id for e in received) == sorted(e.episode_id for e in sent)
+    assert {e.episode_id: e for e in received} == {e.episode_id: e for e in sent}
+    assert got.empty()
+
+    info = await settled_consumer(bus, names.stream(STREAM_EPISODES), "reward")
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    assert info.delivered is not None and info.delivered.consumer_seq == len(sent), (
+        "something was redelivered"
+    )
+    status = svc.status()
+    assert [
+        (c.consumer, c.subject, c.processed, c.retried, c.dead_lettered) for c in status.consumers
+    ] == [("reward", "episode.taught.*", len(sent), 0, 0)]
+
+
+async def test_malformed_messages_are_dead_lettered_and_the_service_keeps_serving(
+    bus: Bus, names: Names
+) -> None:
+    got: asyncio.Queue[Episode] = asyncio.Queue()
+
+    async def handler(ep: Episode) -> None:
+        got.put_nowait(ep)
+
+    garbage = b"\x00\x01 not json"
+    headerless = msgspec.json.encode(episode("no-header"))
+    svc = make_service(bus)
+    svc.consume("reward", Episode, handler)
+    async with stored(bus, names.dlq(STREAM_EPISODES)) as dead, running(svc):
+        await bus.js.publish(taught(names), garbage, headers={SCHEMA_HEADER: "episode.v1"})
+        await bus.js.publish(taught(names), headerless)
+        good = episode("good")
+        await bus.publish_durable(taught(names), good)
+        assert await next_item(got) == good
+        letters = [
+            decode((m := await next_item(dead)).data, m.headers, DeadLetter) for _ in range(2)
+        ]
+    assert got.empty()
+    by_payload = {bytes(d.payload): d for d in letters}
+    assert set(by_payload) == {garbage, headerless}, (
+        "each dead letter must carry the original payload"
+    )
+    for d in letters:
+        assert d.reason == "undecodable"
+        assert (d.service, d.consumer, d.subject) == ("probe", "reward", taught(names))
+        assert d.stream == names.stream(STREAM_EPISODES)
+        assert d.deliveries == 1
+    assert (
+        "invalid_payload" in by_payload[garbage].error
+        and by_payload[garbage].schema == "episode.v1"
+    )
+    assert "missing_schema" in by_payload[headerless].error and by_payload[headerless].schema == ""
+    # The dead letters are stored, namespaced, on dlq.EPISODES of this test's DLQ stream.
+    dlq = await bus.js.stream_info(names.stream(STREAM_DLQ), subjects_filter=names.dlq(">"))
+    assert dlq.state.subjects == {f"{names.namespace}.dlq.EPISODES": 2}
+    info = await settled_consumer(bus, names.stream(STREAM_EPISODES), "reward")
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    assert svc.status().consumers[0].dead_lettered == 2
+
+
+def fast_retry_topology(names: Names, *, max_deliver: int, backoff_s: list[float]) -> Topology:
+    """The stack's streams with one durable ("flaky") on ``episode.taught.shell`` that gives up
+    quickly: tests of retry and dead-lettering run in a fraction of a second."""
+    base = topology(names)
+    spec = ConsumerSpec(
+        stream=names.stream(STREAM_EPISODES),
+        durable="flaky",
+        filter_subject=taught(names),
+        ack_wait_s=5.0,
+        max_deliver=max_deliver,
+        backoff_s=backoff_s,
+    )
+    return msgspec.structs.replace(base, consumers=[spec], buckets=[], object_stores=[])
+
+
+async def test_failing_handler_is_retried_with_backoff_then_dead_lettered(
+    bus: Bus, names: Names
+) -> None:
+    topo = fast_retry_topology(names, max_deliver=3, backoff_s=[0.05, 0.25])
+    await provision(bus, topo)
+    calls: asyncio.Queue[float] = asyncio.Queue()
+
+    async def always_fails(ep: Episode) -> None:
+        calls.put_nowait(time.monotonic())
+        raise RuntimeError(f"cannot handle {ep.episode_id}")
+
+    svc = make_service(bus, topology=topo)
+    svc.consume("flaky", Episode, always_fails)
+    async with stored(bus, names.dlq(STREAM_EPISODES)) as dead, running(svc):
+        await bus.publish_durable(taught(names), episode(1))
+        msg = await next_item(dead)
+        letter = decode(msg.data, msg.headers, DeadLetter)
+    times = [calls.get_nowait() for _ in range(calls.qsize())]
+    assert len(times) == 3, f"handler ran {len(times)} times, expected max_deliver=3"
+    assert times[1] - times[0] >= 0.045 and times[2] - times[1] >= 0.24, "back-off was not honoured"
+    assert letter.reason == "failed" and letter.deliveries == 3
+    assert "RuntimeError('cannot handle ep-1')" in letter.error
+    assert decode(letter.payload, letter.headers, Episode) == episode(1)
+    info = await settled_consumer(bus, names.stream(STREAM_EPISODES), "flaky")
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    (stats,) = svc.status().consumers
+    assert (stats.processed, stats.retried, stats.dead_lettered) == (0, 2, 1)
+    assert "cannot handle" in stats.last_error
+
+
+async def test_permanent_error_dead_letters_at_once(bus: Bus, names: Names) -> None:
+    topo = fast_retry_topology(names, max_deliver=5, backoff_s=[0.05])
+    await provision(bus, topo)
+    calls: list[str] = []
+
+    async def rejects(ep: Episode) -> None:
+        calls.append(ep.episode_id)
+        raise PermanentError("task-1 does not exist")
+
+    svc = make_service(bus, topology=topo)
+    svc.consume("flaky", Episode, rejects)
+    async with stored(bus, names.dlq(STREAM_EPISODES)) as dead, running(svc):
+        await bus.publish_durable(taught(names), episode(1))
+        msg = await next_item(dead)
+    letter = decode(msg.data, msg.headers, DeadLetter)
+    assert letter.reason == "rejected" and letter.deliveries == 1
+    assert letter.error == "task-1 does not exist"
+    assert calls == ["ep-1"]
+    info = await settled_consumer(bus, names.stream(STREAM_EPISODES), "flaky")
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    assert info.delivered is not None and info.delivered.consumer_seq == 1
+
+
+async def test_consume_of_an_undeclared_durable_is_a_key_error(bus: Bus, names: Names) -> None:
+    async def handler(ep: Episode) -> None:
+        raise AssertionError("never called")
+
+    with pytest.raises(KeyError, match="no-such"):
+        make_service(bus).consume("no-such", Episode, handler)
+    with pytest.raises(KeyError, match="reward"):  # a custom topology replaces the stack's
+        make_service(bus, topology=fast_retry_topology(names, max_deliver=1, backoff_s=[])).consume(
+            "reward", Episode, handler
+        )
+
+
+# -- discovery and status ---------------------------------------------------------------------------
+
+
+async def test_service_discovery_and_status(bus: Bus, names: Names) -> None:
+    name = f"probe-{names.namespace}"  # $SRV subjects are not namespaced: keep the name unique
+    got: asyncio.Queue[Episode] = asyncio.Queue()
+
+    async def handler(ep: Episode) -> None:
+        got.put_nowait(ep)
+
+    async def answer(req: ActRequest) -> ActResponse:
+        if req.observation == "bug":
+            raise ValueError("bug")
+        return await echo(req)
+
+    svc = make_service(bus, name=name)
+    svc.endpoint("act", names.policy_act(), ActRequest, answer)
+    svc.consume("reward", Episode, handler)
+    svc.stats(lambda: {"cache_size": 7.0})
+    async with running(svc):
+        await bus.request(names.policy_act(), act(), ActResponse, timeout=5)
+        with pytest.raises(RemoteError):
+            await bus.request(names.policy_act(), act("bug"), ActResponse, timeout=5)
+        await bus.publish_durable(taught(names), episode(1))
+        await next_item(got)
+
+        ping = json.loads((await bus.nc.request(f"$SRV.PING.{name}", b"", timeout=5)).data)
+        info = json.loads((await bus.nc.request(f"$SRV.INFO.{name}", b"", timeout=5)).data)
+        stats = json.loads((await bus.nc.request(f"$SRV.STATS.{name}", b"", timeout=5)).data)
+        raw = await bus.nc.request(names.status(name), b"", timeout=5)
+        status = decode(raw.data, raw.headers, ServiceStatus)
+
+    assert ping["type"] == "io.nats.micro.v1.ping_response"
+    assert (ping["name"], ping["version"], ping["id"]) == (name, "0.0.1", svc.instance)
+    assert ping["metadata"]["namespace"] == names.namespace
+    assert {e["name"]: e["subject"] for e in info["endpoints"]} == {
+        "status": names.status(name),
+        "act": names.policy_act(),
+    }
+    endpoint_stats = {e["name"]: e for e in stats["endpoints"]}
+    assert set(endpoint_stats) == {"status", "act"}
+    assert endpoint_stats["act"]["num_requests"] == 2
+    # Errors as the kit counts them (requests run as tasks micro's own counters do not see).
+    assert endpoint_stats["act"]["data"] == {"num_requests": 2, "num_errors": 1}
+    assert endpoint_stats["status"]["data"]["service"] == name
+
+    assert (status.service, status.instance, status.version) == (name, svc.instance, "0.0.1")
+    assert status.extra == {"cache_size": 7.0}
+    (consumer,) = status.consumers
+    assert (consumer.consumer, consumer.subject, consumer.processed) == (
+        "reward",
+        "episode.taught.*",
+        1,
+    )
+
+
+# -- shutdown ----------------------------------------------------------------------------------------
+
+
+async def not_done_within(task: asyncio.Task[None], seconds: float) -> bool:
+    """True when ``task`` is still running after ``seconds`` (it must be waiting for something)."""
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    return not done
+
+
+async def test_stop_lets_an_in_flight_handler_finish_and_ack(bus: Bus, names: Names) -> None:
+    entered = asyncio.Event()
+    release = asyncio.Event()
+    finished: list[tuple[str, bool]] = []
+    svc = make_service(bus)
+
+    async def slow(ep: Episode) -> None:
+        entered.set()
+        await release.wait()
+        finished.append((ep.episode_id, svc.stopping))
+
+    svc.consume("reward", Episode, slow, concurrency=2)
+    async with running(svc) as run_task:
+        await bus.publish_durable(taught(names), episode(1))
+        await asyncio.wait_for(entered.wait(), 5)
+        svc.stop()
+        assert await not_done_within(run_task, 3 * FAST_FETCH_S), (
+            "run() returned with a handler in flight"
+        )
+        release.set()
+        await asyncio.wait_for(run_task, 5)
+    assert finished == [("ep-1", True)], "the handler must complete after stop() was asked"
+    info = await settled_consumer(bus, names.stream(STREAM_EPISODES), "reward")
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    assert info.delivered is not None and info.delivered.consumer_seq == 1
+
+
+async def test_stop_past_the_grace_period_hands_the_message_back(bus: Bus, names: Names) -> None:
+    entered = asyncio.Event()
+    svc = make_service(bus, shutdown_grace_s=0.3)
+
+    async def hangs(ep: Episode) -> None:
+        entered.set()
+        await asyncio.Event().wait()
+
+    svc.consume("reward", Episode, hangs)
+    async with running(svc) as run_task:
+        await bus.publish_durable(taught(names), episode(1))
+        await asyncio.wait_for(entered.wait(), 5)
+        svc.stop()
+        await asyncio.wait_for(run_task, 5)
+    assert svc.status().consumers[0].processed == 0
+    # Handed back with a nak: another replica gets it now, not after ack_wait (30 s) runs out.
+    replica = await bus.js.pull_subscribe_bind(
+        durable="reward", stream=names.stream(STREAM_EPISODES)
+    )
+    (msg,) = await replica.fetch(1, timeout=3)
+    assert msg.metadata.num_delivered == 2
+    assert decode(msg.data, msg.headers, Episode) == episode(1)
+    await msg.ack()
+    await replica.unsubscribe()
+
+
+async def test_stop_lets_an_in_flight_request_finish(bus: Bus, names: Names) -> None:
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(req: ActRequest) -> ActResponse:
+        entered.set()
+        await release.wait()
+        return await echo(req)
+
+    svc = make_service(bus)
+    svc.endpoint("act", names.policy_act(), ActRequest, slow)
+    async with running(svc) as run_task:
+        request = asyncio.create_task(
+            bus.request(names.policy_act(), act("late"), ActResponse, timeout=5)
+        )
+        await asyncio.wait_for(entered.wait(), 5)
+        svc.stop()
+        assert await not_done_within(run_task, 3 * FAST_FETCH_S), (
+            "run() returned with a request in flight"
+        )
+        release.set()
+        reply = await request
+        await asyncio.wait_for(run_task, 5)
+    assert reply.action == "LATE"
+
+
+# -- provisioning -----------------------------------------------------------------------------------
+
+
+async def stream_names(bus: Bus) -> list[str]:
+    """Every stream on the server (the JetStream API pages the list)."""
+    out: list[str] = []
+    while True:
+        resp = await bus.nc.request(
+            "$JS.API.STREAM.NAMES", json.dumps({"offset": len(out)}).encode(), timeout=5
+        )
+        page = json.loads(resp.data)
+        out += page.get("streams") or []
+        if not page.get("streams") or len(out) >= page["total"]:
+            return out
+
+
+async def test_provision_is_idempotent_and_keeps_data(bus: Bus, names: Names) -> None:
+    topo = topology(names)
+    await bus.publish_durable(taught(names), episode(1))
+    checkpoints = topo.buckets[0]
+    await (await bus.js.key_value(checkpoints.name)).put(names.key_pointers(), b"{}")
+    before = {s.name: (await bus.js.stream_info(s.name)).config for s in topo.streams}
+
+    await provision(bus)
+    await asyncio.gather(provision(bus), provision(bus))  # services start concurrently
+
+    for s in topo.streams:
+        info = await bus.js.stream_info(s.name)
+        assert info.config == before[s.name], f"re-provisioning changed stream {s.name}"
+    assert (await bus.js.stream_info(names.stream(STREAM_EPISODES))).state.messages == 1
+    for c in topo.consumers:
+        info = await bus.js.consumer_info(c.stream, c.durable)
+        assert info.config.filter_subject == c.filter_subject
+        assert info.config.max_deliver == c.max_deliver + 1
+    reward = await bus.js.consumer_info(names.stream(STREAM_EPISODES), "reward")
+    assert reward.num_pending == 1, "re-provisioning reset the consumer's position"
+    ours = {name for name in await stream_names(bus) if names.namespace in name}
+    assert ours == {s.name for s in topo.streams} | {f"KV_{b.name}" for b in topo.buckets} | {
+        f"OBJ_{o.name}" for o in topo.object_stores
+    }, "re-provisioning created resources twice or under other names"
+    for b in topo.buckets:
+        assert (await (await bus.js.key_value(b.name)).status()).history == b.history
+    entry = await (await bus.js.key_value(checkpoints.name)).get(names.key_pointers())
+    assert entry.value == b"{}" and entry.revision == 1
+
+
+async def test_provision_brings_a_changed_stream_to_the_declared_config(
+    bus: Bus, names: Names
+) -> None:
+    topo = topology(names)
+    changed = msgspec.structs.replace(
+        topo,
+        streams=[
+            msgspec.structs.replace(s, description="changed")
+            if s.name == names.stream(STREAM_EPISODES)
+            else s
+            for s in topo.streams
+        ],
+    )
+    await provision(bus, changed)
+    assert (await bus.js.stream_info(names.stream(STREAM_EPISODES))).config.description == "changed"
+    await provision(bus, topo)
+    assert (
+        await bus.js.stream_info(names.stream(STREAM_EPISODES))
+    ).config.description == topo.streams[1].description
+
+
+# -- settings ------------------------------------------------------------------------------------------
+
+
+def test_load_settings_reads_env_and_argv_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NATS_URL", "nats://env:4222")
+    monkeypatch.setenv("AIOS_NAMESPACE", "from-env")
+    monkeypatch.setenv("AIOS_SHUTDOWN_GRACE_S", "2.5")
+    monkeypatch.setenv("AIOS_TEACHER_WEIGHT", "0.7")
+    s = load_settings(RewardSettings, ["--namespace", "from-argv", "--concurrency", "3"], prog="t")
+    assert s.nats_url == "nats://env:4222"
+    assert s.namespace == "from-argv"
+    assert s.shutdown_grace_s == 2.5
+    assert s.teacher_weight == 0.7
+    assert s.concurrency == 3
+    assert isinstance(s, RewardSettings)
+
+    monkeypatch.delenv("AIOS_NAMESPACE")
+    base = load_settings(ServiceSettings, ["--nats-url", "nats://argv:1"], prog="t")
+    assert base.nats_url == "nats://argv:1" and base.namespace == ""
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "mentions"),
+    [
+        ({"AIOS_SHUTDOWN_GRACE_S": "soon"}, [], "AIOS_SHUTDOWN_GRACE_S"),
+        ({}, ["--shutdown-grace-s", "soon"], "--shutdown-grace-s"),
+        ({}, ["--concurrency", "2.5"], "--concurrency"),
+        ({"AIOS_TEACHER_WEIGHT": "-1"}, [], "teacher_weight must be >= 0"),
+        ({}, ["--shaping-clip=-0.1"], "shaping_clip must be >= 0"),
+    ],
+    ids=["env-type", "argv-type", "argv-int", "env-validation", "argv-validation"],
+)
+def test_load_settings_bad_value_exits_2_with_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    env: dict[str, str],
+    argv: list[str],
+    mentions: str,
+) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(SystemExit) as exit_:
+        load_settings(RewardSettings, argv, prog="aios-rl-reward")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected a one-line message, got:\n{err}"
+    assert lines[0].startswith("aios-rl-reward: error: ")
+    assert mentions in lines[0]

@@ -1,0 +1,188 @@
+"""The ``aios-rl`` command line as a user runs it: real subprocesses on a real nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from aios_rl.bus import Bus, connect
+from aios_rl.discovery import discover
+from aios_rl.natsd import free_port
+from contracts import Episode, Names
+from services.reward.main import build
+from services.reward.settings import RewardSettings
+
+from .support import running
+
+AIOS = [sys.executable, "-m", "aios_rl.cli"]
+
+
+async def _spawn(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "AIOS_NAMESPACE")}
+    full_env.update(env or {})
+    full_env.setdefault("AIOS_LOG_FORMAT", "json")
+    return await asyncio.create_subprocess_exec(
+        *AIOS,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=full_env,
+        stdin=asyncio.subprocess.DEVNULL,
+    )
+
+
+async def _run(*args: str, timeout: float = 30.0) -> tuple[int, str, str]:
+    proc = await _spawn(*args)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def _line(stream: asyncio.StreamReader, timeout: float = 15.0) -> str:
+    line = await asyncio.wait_for(stream.readline(), timeout)
+    assert line, "stream closed before a line arrived"
+    return line.decode()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["up", "--scale", "nope=2"], "unknown service 'nope'"),
+        (["up", "--only", "ghost"], "unknown service(s) ghost"),
+        (["tap", "episode.>", "--since", "5x"], "duration '5x'"),
+        (["services", "--nats-url", "nats://127.0.0.1:1"], "no NATS server answered"),
+        (["tap"], "the following arguments are required"),
+    ],
+)
+async def test_bad_arguments_get_one_line(args: list[str], needle: str) -> None:
+    code, _out, err = await _run(*args)
+    assert code in (1, 2)
+    lines = [
+        ln
+        for ln in err.splitlines()
+        if ln.strip() and not ln.startswith("usage:") and not ln.startswith(" ")
+    ]
+    assert len(lines) == 1, err
+    assert needle in lines[0]
+    assert "Traceback" not in err
+
+
+async def test_services_lists_running_service(bus: Bus, nats_url: str, names: Names) -> None:
+    svc = build(bus, RewardSettings(nats_url=nats_url, namespace=names.namespace))
+    async with running(svc):
+        code, out, err = await _run(
+            "services", "--json", "--nats-url", nats_url, "--namespace", names.namespace
+        )
+    assert code == 0, err
+    views = json.loads(out)
+    assert [v["name"] for v in views] == ["reward"]
+    assert views[0]["pid"] == os.getpid()
+    assert [c["consumer"] for c in views[0]["consumers"]] == ["reward"]
+
+
+async def test_tap_prints_typed_and_undecodable_messages(
+    bus: Bus, nats_url: str, names: Names
+) -> None:
+    proc = await _spawn(
+        "tap", "episode.>", "--nats-url", nats_url, "--namespace", names.namespace, "--limit", "2"
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert "tapping episode.>" in await _line(proc.stderr)
+    ep = Episode(
+        episode_id="tap-ep-1", environment="shell", task_id="t", outcome="partial", env_reward=0.5
+    )
+    await bus.publish_durable(names.episode("completed", "shell"), ep, msg_id="tap-ep-1:completed")
+    await bus.nc.publish(
+        names.episode("taught", "shell"), b"{not json", headers={"Aios-Schema": "episode.v1"}
+    )
+    first, second = await _line(proc.stdout), await _line(proc.stdout)
+    assert (
+        "episode.completed.shell" in first
+        and "episode.v1" in first
+        and "episode_id=tap-ep-1" in first
+    )
+    assert "outcome=partial" in first
+    assert "episode.taught.shell" in second and "undecodable" in second
+    assert await asyncio.wait_for(proc.wait(), 10) == 0
+
+
+async def test_tap_since_replays_stored_messages_as_json(
+    bus: Bus, nats_url: str, names: Names
+) -> None:
+    for i in range(3):
+        ep = Episode(
+            episode_id=f"old-{i}",
+            environment="browser",
+            task_id="t",
+            outcome="success",
+            env_reward=1.0,
+        )
+        await bus.publish_durable(
+            names.episode("rewarded", "browser"), ep, msg_id=f"old-{i}:rewarded"
+        )
+    code, out, err = await _run(
+        "tap",
+        "episode.rewarded.*",
+        "--since",
+        "5m",
+        "--json",
+        "--limit",
+        "3",
+        "--nats-url",
+        nats_url,
+        "--namespace",
+        names.namespace,
+    )
+    assert code == 0, err
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert [d["message"]["episode_id"] for d in docs] == ["old-0", "old-1", "old-2"]
+    assert all(
+        d["schema"] == "episode.v1" and d["subject"] == "episode.rewarded.browser" for d in docs
+    )
+
+
+async def _reward_pids(url: str, deadline: float, *, exclude: set[int] = frozenset()) -> set[int]:  # type: ignore[assignment]
+    """Wait until a reward instance whose pid is not in ``exclude`` answers; return all pids."""
+    async with connect(url, name="test-up", connect_deadline=deadline) as bus:
+        async with asyncio.timeout(deadline):
+            while True:
+                views = await discover(bus.nc, namespace="", window=0.2)
+                pids = {v.pid for v in views if v.name == "reward" and v.pid}
+                if pids - exclude:
+                    return pids
+
+
+@pytest.mark.slow
+async def test_up_restarts_a_killed_service_and_stops_cleanly(tmp_path: Path) -> None:
+    port = free_port()
+    proc = await _spawn("up", "--nats-port", str(port), "--data-dir", str(tmp_path / "aios"))
+    url = f"nats://127.0.0.1:{port}"
+    try:
+        (first,) = await _reward_pids(url, 30)
+        os.kill(first, signal.SIGKILL)
+        pids = await _reward_pids(url, 30, exclude={first})
+        assert first not in pids
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    text = out.decode()
+    assert proc.returncode == 0
+    assert "reward.1 exited with code -9; restarting" in text
+    assert "all services stopped" in text and "embedded NATS stopped" in text
+    assert (tmp_path / "aios" / "nats" / "jetstream").is_dir()
+
+
+@pytest.mark.slow
+async def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    code, out, err = await _run(
+        "demo", "--episodes", "8", "--data-dir", str(tmp_path / "demo"), timeout=120
+    )
+    assert code == 0, err + out
+    assert "8 episodes rewarded" in out
+    assert "stack stopped cleanly" in out
