@@ -143,7 +143,10 @@ def format_json(
 async def _streams_for(bus: Bus, subject: str) -> list[tuple[str, str]]:
     """(stream, filter) pairs that replay what ``subject`` matches from JetStream."""
     out: list[tuple[str, str]] = []
-    for info in await bus.js.streams_info():
+    infos = []
+    while page := await bus.js.streams_info(offset=len(infos)):  # the API pages the list
+        infos.extend(page)
+    for info in infos:
         for stream_subject in info.config.subjects or []:
             if subject_subset(subject, stream_subject):
                 out.append((info.config.name, subject))
