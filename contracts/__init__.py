@@ -33,6 +33,7 @@ from .codec import (
     registered,
     schema_of,
 )
+from .comparison import EpochVerdict, EpochVerdictRequest, TaskDelta
 from .episode import (
     BranchInfo,
     ComparisonResult,
@@ -99,6 +100,8 @@ MESSAGES: tuple[type[Message], ...] = (
     TrainerUpdateResult,
     DeadLetter,
     ServiceStatus,
+    EpochVerdictRequest,
+    EpochVerdict,
 )
 """Every message that travels on the bus (one JSON Schema file each)."""
 
@@ -139,6 +142,8 @@ __all__ = [
     "EpisodeRole",
     "EpochPhase",
     "EpochRecord",
+    "EpochVerdict",
+    "EpochVerdictRequest",
     "EvidenceRef",
     "GatewaySettings",
     "Lane",
@@ -162,6 +167,7 @@ __all__ = [
     "StatusCampaign",
     "StepDigest",
     "StopCampaign",
+    "TaskDelta",
     "TeacherHint",
     "TeacherRequest",
     "TeacherSignal",

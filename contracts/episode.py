@@ -162,3 +162,5 @@ class Episode(Message, frozen=True, kw_only=True):
     evidence: list[EvidenceRef] = []
     info: dict[str, str] = {}
     """Environment-specific facts worth keeping (tests passed, pages visited, ...)."""
+    reference_checkpoint: str = ""
+    """The checkpoint this episode is compared against (the campaign sets it; empty: none)."""

@@ -36,6 +36,8 @@ class RolloutJob(Message, frozen=True, kw_only=True):
     deadline: float = 0.0
     """Unix seconds after which the result is no longer awaited (0: none)."""
     split: str = "train"
+    reference_checkpoint: str = ""
+    """Copied onto the episode: what comparison measures it against."""
 
 
 class ActRequest(Message, frozen=True, kw_only=True):

@@ -50,6 +50,7 @@ STREAM_DLQ = "DLQ"
 BUCKET_CHECKPOINTS = "checkpoints"
 BUCKET_CONTROL = "control"
 BUCKET_LEDGER = "ledger"
+BUCKET_COMPARISON = "comparison"
 OBJECTS_WEIGHTS = "weights"
 OBJECTS_EVIDENCE = "evidence"
 
@@ -137,6 +138,10 @@ class Names:
     def replay(self, lane: Lane | Wild = "*", env: Environment | Wild = "*") -> str:
         return self.subject("replay", lane, env)
 
+    def comparison_verdict(self) -> str:
+        """Request/reply: an ``EpochVerdictRequest`` answered by an ``EpochVerdict``."""
+        return self.subject("comparison", "verdict")
+
     def replay_sample(self) -> str:
         return self.subject("replay", "sample")
 
@@ -173,6 +178,16 @@ class Names:
     @staticmethod
     def key_epoch(campaign_id: str, epoch: int) -> str:
         return f"{_token(campaign_id, 'campaign id')}.{epoch:06d}"
+
+    @staticmethod
+    def key_task_stats(task_id: str, checkpoint_id: str) -> str:
+        """Comparison's running statistics of one checkpoint on one task."""
+        return f"stats.{_token(task_id, 'task id')}.{_token(checkpoint_id, 'checkpoint id')}"
+
+    @staticmethod
+    def key_pending(episode_id: str) -> str:
+        """An episode waiting for its reference results."""
+        return f"pending.{_token(episode_id, 'episode id')}"
 
     @staticmethod
     def object_weights(checkpoint_id: str) -> str:
@@ -332,6 +347,11 @@ def topology(names: Names) -> Topology:
                 name=names.bucket(BUCKET_CONTROL),
                 history=32,
                 description="Restart-safe control snapshots.",
+            ),
+            BucketSpec(
+                name=names.bucket(BUCKET_COMPARISON),
+                history=1,
+                description="Comparison statistics per (task, checkpoint) and pending comparisons.",
             ),
             BucketSpec(
                 name=names.bucket(BUCKET_LEDGER),

@@ -1,0 +1,57 @@
+"""The epoch verdict: one paired comparison of a candidate checkpoint with its reference."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ._base import Message
+from .vocab import Verdict
+
+__all__ = ["EpochVerdict", "EpochVerdictRequest", "TaskDelta"]
+
+
+class EpochVerdictRequest(Message, frozen=True, kw_only=True):
+    """Compare ``candidate`` with ``reference`` over the tasks both ran (``tasks``; all shared
+    tasks when empty)."""
+
+    SCHEMA = "epoch_verdict_request.v1"
+
+    campaign_id: str = ""
+    epoch: int = 0
+    candidate: str
+    reference: str
+    tasks: list[str] = []
+    margin: float = 0.05
+    """Per-task mean-reward differences within this margin count as ties."""
+    confidence: float = 0.95
+
+
+class TaskDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """One task's paired numbers: mean reward of each policy and their difference."""
+
+    task_id: str
+    candidate_mean: float
+    reference_mean: float
+    candidate_runs: int
+    reference_runs: int
+    delta: float
+
+
+class EpochVerdict(Message, frozen=True, kw_only=True):
+    """The verdict for the whole student, with the numbers behind it."""
+
+    SCHEMA = "epoch_verdict.v1"
+
+    verdict: Verdict
+    candidate: str
+    reference: str
+    tasks: int = 0
+    wins: int = 0
+    losses: int = 0
+    ties: int = 0
+    mean_delta: float = 0.0
+    ci_low: float = 0.0
+    ci_high: float = 0.0
+    sign_test_p: float = 1.0
+    reason: str = ""
+    deltas: list[TaskDelta] = []
