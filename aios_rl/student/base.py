@@ -1,0 +1,97 @@
+"""The one interface every student backend offers.
+
+A backend acts on observations (with candidate actions when the environment offers them, free
+text otherwise) under a decoding regime, reports log-probs and entropy of what it chose, a short
+hidden-state summary for RAIL and a value estimate for PPO, and re-evaluates chosen actions with
+gradients for training. Weights travel as bytes (through the checkpoint registry).
+
+Log-probs are always those of the raw policy (temperature 1, no top-p): that is the distribution
+the trainer optimises, so PPO/GRPO ratios compare like with like whatever regime sampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import torch
+
+__all__ = ["ActOutput", "Decision", "Evaluation", "Regime", "StudentBackend", "StudentError"]
+
+
+class StudentError(Exception):
+    """Root of the student package's errors (bad input, unloadable weights)."""
+
+
+@dataclass(frozen=True)
+class Regime:
+    """Decoding regime: softmax temperature and nucleus mass."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise StudentError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise StudentError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One observation to act on."""
+
+    observation: str
+    candidates: tuple[str, ...] = ()
+    seed: int | None = None
+    """Seeds this decision's sampling; the same seed, weights and input give the same action."""
+
+
+@dataclass(frozen=True)
+class ActOutput:
+    """What the policy did on one decision."""
+
+    action: str
+    action_index: int | None
+    logprob: float
+    entropy: float
+    value: float
+    hidden: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Evaluation:
+    """Chosen actions re-evaluated under the current weights, with gradients.
+
+    Token-shaped so language models fit: ``logprobs`` and ``mask`` are ``[N, T]`` (for a
+    candidate-scoring model ``T == 1``); ``entropy`` and ``values`` are ``[N]``; ``ref_logits`` are
+    the full candidate log-prob rows where the backend has them (for KL and distillation)."""
+
+    logprobs: torch.Tensor
+    mask: torch.Tensor
+    entropy: torch.Tensor
+    values: torch.Tensor
+    candidate_logprobs: list[torch.Tensor] = field(default_factory=list)
+
+
+@runtime_checkable
+class StudentBackend(Protocol):
+    """A policy the sampler serves and the trainer updates."""
+
+    name: str
+
+    def act(
+        self, decisions: list[Decision], regime: Regime, *, want_hidden: bool = False
+    ) -> list[ActOutput]:
+        """Sample one action per decision (one batched forward pass)."""
+        ...
+
+    def evaluate(self, decisions: list[Decision], actions: list[int | str]) -> Evaluation:
+        """Log-probs (with gradients) of the given actions, entropy and values."""
+        ...
+
+    def parameters(self): ...
+
+    def to_bytes(self) -> bytes:
+        """Weights and configuration, deterministic for equal weights."""
+        ...

@@ -1,0 +1,196 @@
+"""``tiny``: a small torch student that scores (observation, candidate) pairs.
+
+Text goes in as hashed character 3-grams and word uni/bi-grams (no vocabulary to download), through
+a shared ``EmbeddingBag``, separate observation and candidate encoders, a pair scorer (policy
+head) and a value head on the observation. Trains from scratch on a CPU in seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from .base import ActOutput, Decision, Evaluation, Regime, StudentError
+from .features import hashed_ngrams
+
+__all__ = ["TinyConfig", "TinyStudent", "sample_index"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TinyConfig:
+    """Shape of the tiny student."""
+
+    buckets: int = 1 << 15
+    """Hash buckets for n-gram ids."""
+    embed_dim: int = 64
+    """Embedding width."""
+    hidden_dim: int = 128
+    """Encoder and scorer width."""
+    summary_dim: int = 8
+    """Length of the hidden-state summary given to RAIL."""
+    seed: int = 0
+    """Seed of the initial weights."""
+
+
+@functools.lru_cache(maxsize=65536)
+def _ids(text: str, buckets: int) -> tuple[int, ...]:
+    return tuple(hashed_ngrams(text, buckets))
+
+
+def sample_index(logits: torch.Tensor, regime: Regime, generator: torch.Generator | None) -> int:
+    """Draw an index from 1-D ``logits`` under temperature and top-p (nucleus) sampling.
+
+    The most likely index is always kept, so top-p never empties the distribution."""
+    probs = torch.softmax(logits / regime.temperature, dim=-1)
+    if regime.top_p < 1.0:
+        sorted_p, order = torch.sort(probs, descending=True)
+        cumulative = torch.cumsum(sorted_p, dim=-1)
+        keep_sorted = (cumulative - sorted_p) < regime.top_p
+        keep_sorted[0] = True
+        keep = torch.zeros_like(probs, dtype=torch.bool)
+        keep[order[keep_sorted]] = True
+        probs = torch.where(keep, probs, torch.zeros_like(probs))
+        probs = probs / probs.sum()
+    return int(torch.multinomial(probs, 1, generator=generator).item())
+
+
+class TinyStudent(nn.Module):
+    """The default student backend (see module docstring)."""
+
+    name = "tiny"
+
+    def __init__(self, config: TinyConfig | None = None) -> None:
+        super().__init__()
+        self.config = config = config or TinyConfig()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            e, h = config.embed_dim, config.hidden_dim
+            self.embed = nn.EmbeddingBag(config.buckets, e, mode="mean", padding_idx=0)
+            self.obs_encoder = nn.Sequential(nn.Linear(e, h), nn.Tanh())
+            self.candidate_encoder = nn.Sequential(nn.Linear(e, h), nn.Tanh())
+            self.scorer = nn.Sequential(nn.Linear(3 * h, h), nn.Tanh(), nn.Linear(h, 1))
+            self.value_head = nn.Sequential(nn.Linear(h, h // 2), nn.Tanh(), nn.Linear(h // 2, 1))
+            self.register_buffer(
+                "summary_projection", torch.randn(h, config.summary_dim) / math.sqrt(h)
+            )
+
+    # -- forward ------------------------------------------------------------------------------------
+    def _bag(self, texts: Sequence[str]) -> torch.Tensor:
+        flat: list[int] = []
+        offsets: list[int] = []
+        for t in texts:
+            offsets.append(len(flat))
+            flat.extend(_ids(t, self.config.buckets))
+        return self.embed(
+            torch.tensor(flat, dtype=torch.long), torch.tensor(offsets, dtype=torch.long)
+        )
+
+    def forward(
+        self, decisions: Sequence[Decision]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Padded candidate logits ``[N, C]`` (``-inf`` beyond each row's candidates), their mask,
+        values ``[N]`` and observation encodings ``[N, H]``. Raises ``StudentError`` for a
+        decision without candidates (this backend cannot write free text)."""
+        if not decisions:
+            raise StudentError("no decisions to act on")
+        for d in decisions:
+            if not d.candidates:
+                raise StudentError(
+                    "the tiny student chooses among candidate actions; this observation offers none"
+                )
+        h_obs = self.obs_encoder(self._bag([d.observation for d in decisions]))
+        counts = [len(d.candidates) for d in decisions]
+        h_cand = self.candidate_encoder(self._bag([c for d in decisions for c in d.candidates]))
+        row = torch.repeat_interleave(torch.arange(len(decisions)), torch.tensor(counts))
+        ho = h_obs[row]
+        scores = self.scorer(torch.cat([ho, h_cand, ho * h_cand], dim=-1)).squeeze(-1)
+        width = max(counts)
+        col = torch.cat([torch.arange(c) for c in counts])
+        logits = torch.full((len(decisions), width), float("-inf"))
+        logits = logits.index_put((row, col), scores)
+        mask = torch.zeros((len(decisions), width), dtype=torch.bool).index_put(
+            (row, col), torch.tensor(True)
+        )
+        values = self.value_head(h_obs).squeeze(-1)
+        return logits, mask, values, h_obs
+
+    # -- the backend interface ------------------------------------------------------------------------
+    @torch.no_grad()
+    def act(
+        self, decisions: list[Decision], regime: Regime, *, want_hidden: bool = False
+    ) -> list[ActOutput]:
+        logits, mask, values, h_obs = self.forward(decisions)
+        logp = torch.log_softmax(logits, dim=-1)
+        out: list[ActOutput] = []
+        summary = torch.tanh(h_obs @ self.summary_projection) if want_hidden else None
+        for i, d in enumerate(decisions):
+            n = len(d.candidates)
+            row_logp = logp[i, :n]
+            gen = torch.Generator().manual_seed(d.seed) if d.seed is not None else None
+            idx = sample_index(logits[i, :n], regime, gen)
+            entropy = float(-(row_logp.exp() * row_logp).sum())
+            out.append(
+                ActOutput(
+                    action=d.candidates[idx],
+                    action_index=idx,
+                    logprob=float(row_logp[idx]),
+                    entropy=entropy,
+                    value=float(values[i]),
+                    hidden=[float(x) for x in summary[i]] if summary is not None else [],
+                )
+            )
+        return out
+
+    def evaluate(self, decisions: list[Decision], actions: list[int | str]) -> Evaluation:
+        if len(decisions) != len(actions):
+            raise StudentError(f"{len(decisions)} decisions but {len(actions)} actions")
+        index = []
+        for d, a in zip(decisions, actions, strict=True):
+            if isinstance(a, str):
+                if a not in d.candidates:
+                    raise StudentError(
+                        f"action {a[:60]!r} is not among the observation's candidates"
+                    )
+                a = d.candidates.index(a)
+            if not 0 <= a < len(d.candidates):
+                raise StudentError(
+                    f"action index {a} out of range for {len(d.candidates)} candidates"
+                )
+            index.append(a)
+        logits, mask, values, _ = self.forward(decisions)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        chosen = logp_all.gather(1, torch.tensor(index).unsqueeze(1))
+        safe = torch.where(mask, logp_all, torch.zeros_like(logp_all))
+        entropy = -(safe.exp() * safe).sum(-1)
+        rows = [logp_all[i, : len(d.candidates)] for i, d in enumerate(decisions)]
+        return Evaluation(
+            logprobs=chosen,
+            mask=torch.ones_like(chosen, dtype=torch.bool),
+            entropy=entropy,
+            values=values,
+            candidate_logprobs=rows,
+        )
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        torch.save(
+            {
+                "backend": self.name,
+                "config": dataclasses.asdict(self.config),
+                "state": self.state_dict(),
+            },
+            buf,
+        )
+        return buf.getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> TinyStudent:
+        model = cls(TinyConfig(**payload["config"]))
+        model.load_state_dict(payload["state"])
+        return model

@@ -1,0 +1,298 @@
+"""One policy update, top to bottom: episodes in, a better student out.
+
+``build_batch`` turns episodes into samples (pure); ``update`` runs GRPO or PPO on them with
+optional KL to a reference policy, distillation toward good actions (positive lane and teacher
+hints) and KL regularisation on negative-lane states. Same seed and data give bit-identical
+weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from contracts import Episode
+
+from .base import Decision, StudentBackend, StudentError
+from .losses import (
+    aggregate,
+    clipped_surrogate,
+    clipped_value_loss,
+    gae,
+    group_advantages,
+    kl_penalty,
+)
+
+__all__ = ["Batch", "Sample", "UpdateConfig", "build_batch", "update"]
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    """How one update learns."""
+
+    algorithm: Literal["grpo", "ppo"] = "grpo"
+    """GRPO: group-relative advantages, no critic. PPO: GAE with the value head."""
+    learning_rate: float = 3e-3
+    """Adam step size."""
+    update_epochs: int = 4
+    """Passes over the batch."""
+    minibatch_size: int = 64
+    """Samples per gradient step."""
+    clip_low: float = 0.2
+    """Ratio clip below 1 (``1 - clip_low``)."""
+    clip_high: float = 0.28
+    """Ratio clip above 1 (``1 + clip_high``; DAPO's clip-higher)."""
+    aggregation: Literal["token", "action"] = "token"
+    """Average the loss over all tokens of the batch, or per action first."""
+    std_normalize: bool = True
+    """GRPO: divide group-centred rewards by the group's std (False: Dr. GRPO)."""
+    kl_coef: float = 0.0
+    """Weight of KL(pi || reference) on the policy samples."""
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    """Estimator of that KL from sampled actions."""
+    entropy_coef: float = 0.0
+    """Entropy bonus."""
+    value_coef: float = 0.5
+    """PPO: weight of the value loss."""
+    value_clip: float = 0.2
+    """PPO: clip range of the value update."""
+    gamma: float = 1.0
+    """PPO: discount."""
+    gae_lambda: float = 0.95
+    """PPO: GAE lambda."""
+    distill_coef: float = 0.5
+    """Weight of cross-entropy toward positive-lane actions and teacher hints."""
+    negative_kl_coef: float = 0.1
+    """Weight of KL(pi || reference) on negative-lane states."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping."""
+    seed: int = 0
+    """Seeds minibatch order (and so the result)."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One decision to learn from by policy gradient."""
+
+    decision: Decision
+    action_index: int
+    logp_old: float
+    advantage: float = 0.0
+    ret: float = 0.0
+    value_old: float = 0.0
+
+
+@dataclass
+class Batch:
+    """Everything one update learns from."""
+
+    policy: list[Sample] = field(default_factory=list)
+    distill: list[tuple[Decision, int]] = field(default_factory=list)
+    negative: list[Decision] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.policy) + len(self.distill) + len(self.negative)
+
+
+def _decisions(ep: Episode) -> list[tuple[int, Decision, int, float, float]]:
+    """(step index, decision, action index, logp, value) of the policy's own steps."""
+    out = []
+    for step in ep.trajectory:
+        if step.replayed or not step.candidates:
+            continue
+        idx = (
+            step.action_index
+            if step.action_index is not None
+            else (step.candidates.index(step.action) if step.action in step.candidates else None)
+        )
+        if idx is None:
+            continue
+        out.append(
+            (
+                step.index,
+                Decision(step.observation, tuple(step.candidates)),
+                idx,
+                step.logprob,
+                step.value or 0.0,
+            )
+        )
+    return out
+
+
+def _reward(ep: Episode) -> float:
+    return ep.reward if ep.reward is not None else ep.env_reward
+
+
+def build_batch(
+    episodes: Sequence[Episode],
+    *,
+    config: UpdateConfig,
+    positive: Sequence[Episode] = (),
+    negative: Sequence[Episode] = (),
+) -> Batch:
+    """Samples from fresh ``episodes`` (policy gradient), ``positive`` and teacher hints
+    (distillation) and ``negative`` (KL states). Pure."""
+    batch = Batch()
+    if config.algorithm == "grpo":
+        rewards = torch.tensor([_reward(e) for e in episodes], dtype=torch.float64)
+        adv = group_advantages(
+            rewards,
+            [e.group_id or e.episode_id for e in episodes],
+            std_normalize=config.std_normalize,
+        )
+        for ep, a in zip(episodes, adv.tolist(), strict=True):
+            for _, d, idx, logp, _v in _decisions(ep):
+                batch.policy.append(Sample(d, idx, logp, advantage=a))
+    else:
+        samples: list[Sample] = []
+        for ep in episodes:
+            steps = _decisions(ep)
+            if not steps:
+                continue
+            rewards = torch.zeros(len(steps), dtype=torch.float64)
+            rewards[-1] = _reward(ep)
+            values = torch.tensor([v for *_, v in steps], dtype=torch.float64)
+            adv, ret = gae(rewards, values, gamma=config.gamma, lam=config.gae_lambda)
+            for (_, d, idx, logp, v), a, r in zip(steps, adv.tolist(), ret.tolist(), strict=True):
+                samples.append(Sample(d, idx, logp, advantage=a, ret=r, value_old=v))
+        if len(samples) > 1:
+            a = torch.tensor([s.advantage for s in samples])
+            a = (a - a.mean()) / (a.std() + 1e-8)
+            samples = [
+                dataclasses.replace(s, advantage=float(x))
+                for s, x in zip(samples, a.tolist(), strict=True)
+            ]
+        batch.policy = samples
+    for ep in positive:
+        batch.distill.extend((d, idx) for _, d, idx, _, _ in _decisions(ep))
+    for ep in list(episodes) + list(positive) + list(negative):
+        signal = ep.teacher_signal
+        if signal is None or signal.status != "ok" or signal.boundary:
+            continue
+        by_index = {s.index: s for s in ep.trajectory}
+        for hint in signal.hints:
+            step = by_index.get(hint.step)
+            if step and hint.better_action and hint.better_action in step.candidates:
+                batch.distill.append(
+                    (
+                        Decision(step.observation, tuple(step.candidates)),
+                        step.candidates.index(hint.better_action),
+                    )
+                )
+    for ep in negative:
+        batch.negative.extend(d for _, d, _, _, _ in _decisions(ep))
+    return batch
+
+
+def _exact_kl(rows: list[torch.Tensor], ref_rows: list[torch.Tensor]) -> torch.Tensor:
+    """Mean KL(pi || ref) over full candidate distributions."""
+    kls = [(r.exp() * (r - q)).sum() for r, q in zip(rows, ref_rows, strict=True)]
+    return torch.stack(kls).mean()
+
+
+def update(
+    model: StudentBackend, reference: StudentBackend | None, batch: Batch, config: UpdateConfig
+) -> dict[str, float]:
+    """Train ``model`` in place on ``batch``; return metrics (losses, KL, entropy, clip fraction,
+    grad norm). ``reference`` is the KL target (frozen). Raises ``StudentError`` on an empty batch."""
+    if len(batch) == 0:
+        raise StudentError("nothing to learn from: the batch is empty")
+    torch.manual_seed(config.seed)
+    gen = torch.Generator().manual_seed(config.seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+
+    def log(name: str, value: torch.Tensor | float) -> None:
+        if isinstance(value, torch.Tensor):
+            value = value.detach().item()
+        sums[name] = sums.get(name, 0.0) + value
+        counts[name] = counts.get(name, 0) + 1
+
+    n_pol, n_dis, n_neg = len(batch.policy), len(batch.distill), len(batch.negative)
+    total = max(n_pol, n_dis, n_neg)
+    steps_per_epoch = max(1, math.ceil(total / config.minibatch_size))
+    for _ in range(config.update_epochs):
+        perms = [
+            torch.randperm(n, generator=gen).tolist() if n else [] for n in (n_pol, n_dis, n_neg)
+        ]
+        for k in range(steps_per_epoch):
+
+            def take(items, perm):
+                if not items:
+                    return []
+                size = math.ceil(len(items) / steps_per_epoch)
+                return [items[i] for i in perm[k * size : (k + 1) * size]]
+
+            pol, dis, neg = (
+                take(batch.policy, perms[0]),
+                take(batch.distill, perms[1]),
+                take(batch.negative, perms[2]),
+            )
+            loss = torch.zeros(())
+            if pol:
+                ev = model.evaluate([s.decision for s in pol], [s.action_index for s in pol])
+                logp_old = torch.tensor([[s.logp_old] for s in pol])
+                adv = torch.tensor([[s.advantage] for s in pol])
+                per_token, clipped = clipped_surrogate(
+                    ev.logprobs, logp_old, adv, clip_low=config.clip_low, clip_high=config.clip_high
+                )
+                pg = aggregate(per_token, ev.mask, config.aggregation)
+                loss = loss + pg - config.entropy_coef * ev.entropy.mean()
+                log("pg_loss", pg)
+                log("entropy", ev.entropy.mean())
+                log("clip_fraction", clipped[ev.mask].float().mean())
+                log("approx_kl_old", ((logp_old - ev.logprobs)[ev.mask]).mean())
+                if reference is not None and config.kl_coef > 0:
+                    with torch.no_grad():
+                        ref = reference.evaluate(
+                            [s.decision for s in pol], [s.action_index for s in pol]
+                        )
+                    kl = aggregate(
+                        kl_penalty(ev.logprobs, ref.logprobs, config.kl_estimator),
+                        ev.mask,
+                        config.aggregation,
+                    )
+                    loss = loss + config.kl_coef * kl
+                    log("kl_ref", kl)
+                if config.algorithm == "ppo":
+                    vl = clipped_value_loss(
+                        ev.values,
+                        torch.tensor([s.value_old for s in pol]),
+                        torch.tensor([s.ret for s in pol]),
+                        clip=config.value_clip,
+                    )
+                    loss = loss + config.value_coef * vl
+                    log("value_loss", vl)
+            if dis and config.distill_coef > 0:
+                ev = model.evaluate([d for d, _ in dis], [i for _, i in dis])
+                ce = -aggregate(ev.logprobs, ev.mask, config.aggregation)
+                loss = loss + config.distill_coef * ce
+                log("distill_loss", ce)
+            if neg and reference is not None and config.negative_kl_coef > 0:
+                zeros = [0] * len(neg)
+                ev = model.evaluate(neg, zeros)
+                with torch.no_grad():
+                    ref = reference.evaluate(neg, zeros)
+                nkl = _exact_kl(ev.candidate_logprobs, ref.candidate_logprobs)
+                loss = loss + config.negative_kl_coef * nkl
+                log("negative_kl", nkl)
+            if not loss.requires_grad:
+                continue
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                list(model.parameters()), config.max_grad_norm
+            )
+            optimizer.step()
+            log("loss", loss)
+            log("grad_norm", grad_norm)
+    metrics = {k: sums[k] / counts[k] for k in sums}
+    metrics["samples"] = float(n_pol + n_dis + n_neg)
+    metrics["policy_samples"] = float(n_pol)
+    return metrics

@@ -1,0 +1,246 @@
+"""The student: losses against hand-computed values, the tiny backend, and the learning proof."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import pytest
+import torch
+
+from aios_rl.student import Decision, Regime, StudentError, load_student, new_student
+from aios_rl.student.losses import (
+    aggregate,
+    clipped_surrogate,
+    clipped_value_loss,
+    gae,
+    group_advantages,
+    kl_penalty,
+)
+from aios_rl.student.tiny import sample_index
+from aios_rl.student.toytask import ToyTask
+from aios_rl.student.train import UpdateConfig, build_batch, update
+from contracts import Episode, TeacherHint, TeacherSignal, TrajectoryStep
+
+torch.set_num_threads(1)
+
+
+# -- losses, by hand ----------------------------------------------------------------------------------
+
+
+def test_group_advantages_by_hand() -> None:
+    r = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.5, 0.5, 2.0])
+    groups = ["a", "a", "a", "a", "b", "b", "c"]
+    adv = group_advantages(r, groups, std_normalize=True)
+    std = math.sqrt(1 / 3)  # unbiased std of [1, 0, 0, 1]
+    assert adv[:4].tolist() == pytest.approx(
+        [0.5 / std, -0.5 / std, -0.5 / std, 0.5 / std], rel=1e-5
+    )
+    assert adv[4:].tolist() == [0.0, 0.0, 0.0]  # equal rewards and a lone episode carry no signal
+    dr = group_advantages(r, groups, std_normalize=False)
+    assert dr[:4].tolist() == pytest.approx([0.5, -0.5, -0.5, 0.5])
+
+
+def test_clipped_surrogate_by_hand() -> None:
+    logp_old = torch.zeros(3, 1)
+    logp = torch.log(torch.tensor([[1.5], [0.5], [1.1]]))
+    adv = torch.tensor([[1.0], [-1.0], [2.0]])
+    loss, clipped = clipped_surrogate(logp, logp_old, adv, clip_low=0.2, clip_high=0.28)
+    # ratio 1.5, A=1 -> clipped at 1.28; ratio 0.5, A=-1 -> min(-0.5, -0.8) = -0.8; ratio 1.1, A=2 -> 2.2
+    assert loss.squeeze().tolist() == pytest.approx([-1.28, 0.8, -2.2], rel=1e-5)
+    assert clipped.squeeze().tolist() == [True, True, False]
+
+
+def test_kl_estimators_by_hand() -> None:
+    logp, ref = torch.tensor([math.log(0.5)]), torch.tensor([math.log(0.25)])
+    assert kl_penalty(logp, ref, "k1").item() == pytest.approx(math.log(2))
+    assert kl_penalty(logp, ref, "k2").item() == pytest.approx(0.5 * math.log(2) ** 2)
+    assert kl_penalty(logp, ref, "k3").item() == pytest.approx(0.5 - 1 + math.log(2))
+    with pytest.raises(ValueError):
+        kl_penalty(logp, ref, "k9")  # type: ignore[arg-type]
+
+
+def test_gae_and_value_loss_by_hand() -> None:
+    adv, ret = gae(torch.tensor([0.0, 1.0]), torch.tensor([0.5, 0.6]), gamma=1.0, lam=1.0)
+    assert adv.tolist() == pytest.approx([0.5, 0.4])
+    assert ret.tolist() == pytest.approx([1.0, 1.0])
+    adv, _ = gae(torch.tensor([0.0, 1.0]), torch.tensor([0.5, 0.6]), gamma=0.9, lam=0.5)
+    d1 = 1.0 - 0.6
+    d0 = 0.0 + 0.9 * 0.6 - 0.5
+    assert adv.tolist() == pytest.approx([d0 + 0.9 * 0.5 * d1, d1])
+    vl = clipped_value_loss(torch.tensor([1.0]), torch.tensor([0.5]), torch.tensor([1.0]), clip=0.2)
+    assert vl.item() == pytest.approx(0.5 * 0.3**2)
+
+
+def test_aggregation_token_versus_action() -> None:
+    per_token = torch.tensor([[1.0, 1.0, 1.0], [4.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    assert aggregate(per_token, mask, "token").item() == pytest.approx(7 / 4)
+    assert aggregate(per_token, mask, "action").item() == pytest.approx((1 + 4) / 2)
+
+
+# -- the tiny backend ---------------------------------------------------------------------------------
+
+
+def test_act_is_seeded_and_reports_logprob_entropy_hidden() -> None:
+    m = new_student(seed=3)
+    d = [Decision("obs", ("a", "b", "c"), seed=11), Decision("other obs", ("x", "y"), seed=12)]
+    first, second = m.act(d, Regime(), want_hidden=True), m.act(d, Regime(), want_hidden=True)
+    assert [o.action for o in first] == [o.action for o in second]
+    assert all(len(o.hidden) == 8 for o in first)
+    assert all(o.logprob <= 0 and 0 <= o.entropy <= math.log(3) + 1e-6 for o in first)
+    ev = m.evaluate(d, [first[0].action_index, first[1].action])
+    assert ev.logprobs[0, 0].item() == pytest.approx(first[0].logprob, abs=1e-5)
+
+
+def test_top_p_keeps_only_the_nucleus() -> None:
+    logits = torch.tensor([3.0, 0.0, -1.0, -2.0])
+    draws = {
+        sample_index(logits, Regime(top_p=0.5), torch.Generator().manual_seed(i)) for i in range(50)
+    }
+    assert draws == {0}
+    draws = {
+        sample_index(logits, Regime(temperature=5.0), torch.Generator().manual_seed(i))
+        for i in range(200)
+    }
+    assert draws == {0, 1, 2, 3}
+    with pytest.raises(StudentError):
+        Regime(temperature=0)
+
+
+def test_bytes_round_trip_and_errors() -> None:
+    m = new_student(seed=5)
+    again = load_student(m.to_bytes())
+    d = [Decision("o", ("a", "b"), seed=1)]
+    assert again.act(d, Regime())[0].logprob == m.act(d, Regime())[0].logprob
+    assert (
+        hashlib.sha256(new_student(seed=5).to_bytes()).digest()
+        == hashlib.sha256(m.to_bytes()).digest()
+    )
+    with pytest.raises(StudentError, match="do not load"):
+        load_student(b"not a checkpoint")
+    with pytest.raises(StudentError, match="offers none"):
+        m.act([Decision("free text please")], Regime())
+    with pytest.raises(StudentError, match="not among"):
+        m.evaluate(d, ["zzz"])
+
+
+# -- the trainer code path ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_learns_the_toy_task_from_chance_to_ninety_percent(algorithm: str) -> None:
+    task = ToyTask(seed=0)
+    model = new_student(seed=0)
+    config = UpdateConfig(
+        algorithm=algorithm, learning_rate=3e-3, update_epochs=2, minibatch_size=64, seed=0
+    )  # type: ignore[arg-type]
+    before = task.success_rate(model)
+    assert before < 0.45
+    history = []
+    for i in range(60):
+        episodes = task.rollouts(model, groups=16, group_size=4, tag=str(i))
+        update(model, None, build_batch(episodes, config=config), config)
+        history.append(task.success_rate(model, n=100))
+        if history[-1] >= 0.9 and len(history) >= 2 and history[-2] >= 0.9:
+            break
+    assert task.success_rate(model, n=400) >= 0.9, history
+
+
+def test_same_seed_and_data_give_bit_identical_weights() -> None:
+    episodes = ToyTask(seed=1).rollouts(new_student(seed=1), groups=8, group_size=4)
+    config = UpdateConfig(seed=7, update_epochs=2, minibatch_size=8)
+    digests = set()
+    for _ in range(2):
+        model = new_student(seed=1)
+        update(model, new_student(seed=1), build_batch(episodes, config=config), config)
+        digests.add(hashlib.sha256(model.to_bytes()).hexdigest())
+    assert len(digests) == 1
+    other = new_student(seed=1)
+    update(
+        other,
+        None,
+        build_batch(episodes, config=config),
+        UpdateConfig(seed=8, update_epochs=2, minibatch_size=8),
+    )
+    assert hashlib.sha256(other.to_bytes()).hexdigest() not in digests
+
+
+def _episode(obs: str, cands: list[str], chosen: int, reward: float, **kw) -> Episode:
+    step = TrajectoryStep(
+        index=0,
+        observation=obs,
+        candidates=cands,
+        action=cands[chosen],
+        action_index=chosen,
+        logprob=math.log(1 / len(cands)),
+    )
+    return Episode(
+        episode_id=f"e-{obs}-{chosen}-{reward}",
+        environment="shell",
+        task_id=obs,
+        trajectory=[step],
+        env_reward=reward,
+        reward=reward,
+        **kw,
+    )
+
+
+def test_teacher_hints_and_positive_lane_distil_toward_the_better_action() -> None:
+    cands = ["apply edit 1", "apply edit 2", "apply edit 3"]
+    hinted = _episode(
+        "failing test in clamp",
+        cands,
+        0,
+        0.0,
+        teacher_signal=TeacherSignal(
+            backend="oracle", hints=[TeacherHint(step=0, better_action="apply edit 2")]
+        ),
+    )
+    boundary = _episode(
+        "borderline",
+        cands,
+        0,
+        0.0,
+        teacher_signal=TeacherSignal(
+            backend="oracle",
+            boundary=True,
+            hints=[TeacherHint(step=0, better_action="apply edit 3")],
+        ),
+    )
+    positive = _episode("wrong slice in window", cands, 2, 1.0)
+    config = UpdateConfig(distill_coef=1.0, update_epochs=20, learning_rate=1e-2)
+    batch = build_batch([hinted, boundary], config=config, positive=[positive])
+    assert sorted(i for _, i in batch.distill) == [1, 2]  # the boundary case never teaches
+    model = new_student(seed=0)
+    update(model, None, batch, config)
+    ev = model.evaluate(
+        [batch.distill[0][0], batch.distill[1][0]], [batch.distill[0][1], batch.distill[1][1]]
+    )
+    assert ev.logprobs.exp().min().item() > 0.8
+
+
+def test_negative_lane_kl_keeps_the_policy_near_the_reference() -> None:
+    cands = ["a", "b", "c", "d"]
+    neg_states = [_episode(f"state {i}", cands, 1, 0.0) for i in range(8)]
+    pushes = [_episode(f"state {i}", cands, 0, 1.0, group_id=f"g{i}") for i in range(8)] + [
+        _episode(f"state {i}", cands, 1, 0.0, group_id=f"g{i}") for i in range(8)
+    ]
+    reference = new_student(seed=0)
+
+    def kl_after(coef: float) -> float:
+        model = new_student(seed=0)
+        config = UpdateConfig(negative_kl_coef=coef, update_epochs=10, learning_rate=1e-2)
+        update(model, reference, build_batch(pushes, config=config, negative=neg_states), config)
+        decisions = [Decision(f"state {i}", tuple(cands)) for i in range(8)]
+        with torch.no_grad():
+            p = model.evaluate(decisions, [0] * 8).candidate_logprobs
+            q = reference.evaluate(decisions, [0] * 8).candidate_logprobs
+        return float(sum((a.exp() * (a - b)).sum() for a, b in zip(p, q, strict=True)) / 8)
+
+    assert kl_after(5.0) < 0.5 * kl_after(0.0)
+
+
+def test_empty_batch_is_an_error() -> None:
+    with pytest.raises(StudentError, match="empty"):
+        update(new_student(), None, build_batch([], config=UpdateConfig()), UpdateConfig())
