@@ -125,7 +125,7 @@ class TinyStudent(nn.Module):
     def act(
         self, decisions: list[Decision], regime: Regime, *, want_hidden: bool = False
     ) -> list[ActOutput]:
-        logits, mask, values, h_obs = self.forward(decisions)
+        logits, _mask, values, h_obs = self.forward(decisions)
         logp = torch.log_softmax(logits, dim=-1)
         out: list[ActOutput] = []
         summary = torch.tanh(h_obs @ self.summary_projection) if want_hidden else None

@@ -195,6 +195,14 @@ def _exact_kl(rows: list[torch.Tensor], ref_rows: list[torch.Tensor]) -> torch.T
     return torch.stack(kls).mean()
 
 
+def _slice(items: list, perm: list[int], k: int, parts: int) -> list:
+    """The ``k``-th of ``parts`` minibatches of ``items`` in ``perm`` order."""
+    if not items:
+        return []
+    size = math.ceil(len(items) / parts)
+    return [items[i] for i in perm[k * size : (k + 1) * size]]
+
+
 def update(
     model: StudentBackend, reference: StudentBackend | None, batch: Batch, config: UpdateConfig
 ) -> dict[str, float]:
@@ -222,18 +230,9 @@ def update(
             torch.randperm(n, generator=gen).tolist() if n else [] for n in (n_pol, n_dis, n_neg)
         ]
         for k in range(steps_per_epoch):
-
-            def take(items, perm):
-                if not items:
-                    return []
-                size = math.ceil(len(items) / steps_per_epoch)
-                return [items[i] for i in perm[k * size : (k + 1) * size]]
-
-            pol, dis, neg = (
-                take(batch.policy, perms[0]),
-                take(batch.distill, perms[1]),
-                take(batch.negative, perms[2]),
-            )
+            pol = _slice(batch.policy, perms[0], k, steps_per_epoch)
+            dis = _slice(batch.distill, perms[1], k, steps_per_epoch)
+            neg = _slice(batch.negative, perms[2], k, steps_per_epoch)
             loss = torch.zeros(())
             if pol:
                 ev = model.evaluate([s.decision for s in pol], [s.action_index for s in pol])
