@@ -98,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     tap.add_argument("--json", action="store_true", help="print each message as a full JSON line")
     tap.add_argument("--limit", type=int, metavar="N", help="stop after N messages")
 
+    ckpt = sub.add_parser("checkpoints", help="the three checkpoint pointers and the lineage as a tree")
+    _bus_args(ckpt)
+    ckpt.add_argument("--json", action="store_true", help="print pointers and metadata as JSON")
+
     demo = sub.add_parser(
         "demo", help="the main job: full stack on an embedded NATS, a short run, a summary"
     )
@@ -131,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = asyncio.run(_services(args))
         elif args.command == "tap":
             code = _run_until_interrupt(_tap(args))
+        elif args.command == "checkpoints":
+            code = asyncio.run(_checkpoints(args))
         elif args.command == "demo":
             from .demo import run_demo
 
@@ -240,6 +246,32 @@ async def _services(args: argparse.Namespace) -> int:
         extra = "\n".join(f"{k}={val:g}" for k, val in sorted(v.extra.items())) or "-"
         table.add_row(v.name, v.id, v.version, str(v.pid or "-"), eps, cons, extra)
     Console().print(table)
+    return 0
+
+
+# -- checkpoints ----------------------------------------------------------------------------------
+
+
+async def _checkpoints(args: argparse.Namespace) -> int:
+    from contracts import Names
+
+    from .checkpoints import CheckpointRegistry, render_tree
+
+    async with connect(_url(args), name="aios-rl-checkpoints", names=Names(args.namespace), connect_deadline=3.0) as bus:
+        snap = await CheckpointRegistry(bus).snapshot()
+    if args.json:
+        doc = {"pointers": msgspec.to_builtins(snap.pointers), "revision": snap.revision,
+               "checkpoints": {k: msgspec.to_builtins(v) for k, v in sorted(snap.metas.items())}}
+        sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
+        return 0
+    p = snap.pointers
+    print(f"active          {p.active or '-'}")
+    print(f"pre_update_ref  {p.pre_update_ref or '-'}")
+    print(f"last_stable     {p.last_stable or '-'}")
+    if p.reason:
+        print(f"last move       {p.reason}")
+    print()
+    print(render_tree(snap.pointers, snap.metas) if snap.metas else "no checkpoints stored yet")
     return 0
 
 

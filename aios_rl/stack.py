@@ -25,6 +25,12 @@ class ServiceEntry:
 
 SERVICES: tuple[ServiceEntry, ...] = (
     ServiceEntry("reward", "services.reward", "fuses environment reward with teacher shaping"),
+    ServiceEntry(
+        "replay",
+        "services.replay",
+        "routes compared episodes into replay lanes; serves training batches",
+        scalable=False,  # its lane index lives in the process
+    ),
 )
 
 

@@ -186,3 +186,25 @@ async def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert code == 0, err + out
     assert "8 episodes rewarded" in out
     assert "stack stopped cleanly" in out
+
+
+async def test_checkpoints_prints_pointers_and_lineage(bus: Bus, nats_url: str, names: Names) -> None:
+    from aios_rl.checkpoints import CheckpointRegistry
+
+    reg = CheckpointRegistry(bus)
+    root = await reg.store(b"weights-0", parent_id=None, created_by="init", algorithm="init")
+    child = await reg.store(b"weights-1", parent_id=root.checkpoint_id, created_by="update-1", algorithm="grpo",
+                            metrics={"loss": 0.25})
+    await reg.advance(root.checkpoint_id, "init")
+    await reg.advance(child.checkpoint_id, "update-1")
+    code, out, err = await _run("checkpoints", "--nats-url", nats_url, "--namespace", names.namespace)
+    assert code == 0, err
+    assert f"active          {child.checkpoint_id}" in out
+    assert f"pre_update_ref  {root.checkpoint_id}" in out
+    tree = out.split("\n\n", 1)[1]
+    assert tree.index(root.checkpoint_id) < tree.index(child.checkpoint_id)
+    assert "[active]" in tree and "[last_stable]" in tree
+    code, out, err = await _run("checkpoints", "--json", "--nats-url", nats_url, "--namespace", names.namespace)
+    doc = json.loads(out)
+    assert doc["pointers"]["active"] == child.checkpoint_id
+    assert set(doc["checkpoints"]) == {root.checkpoint_id, child.checkpoint_id}

@@ -1,0 +1,130 @@
+"""The sampler's logic, free of NATS: dynamic batching, the model cache and seed derivation."""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+__all__ = ["Batcher", "LruCache", "derive_seed"]
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+V = TypeVar("V")
+
+
+def derive_seed(episode_id: str, step: int, base: int = 0) -> int:
+    """A seed fixed by (episode, step): a replayed episode samples the same actions."""
+    return (zlib.crc32(f"{episode_id}:{step}".encode()) ^ (base * 0x9E3779B1)) & 0x7FFFFFFF
+
+
+@dataclass
+class _Pending(Generic[In, Out]):
+    item: In
+    future: asyncio.Future[Out]
+
+
+@dataclass
+class Batcher(Generic[In, Out]):
+    """Collects concurrent requests for one key into batches of at most ``max_batch``, waiting
+    at most ``max_wait_s`` after the first, then runs ``run_batch`` once for the whole batch.
+
+    ``run_batch`` gets the items and returns one result per item (or raises: every request of
+    the batch then fails with that error). Batches of different keys (checkpoints) never mix."""
+
+    run_batch: Callable[[str, list[In]], Awaitable[list[Out]]]
+    max_batch: int = 16
+    max_wait_s: float = 0.005
+    batches: int = 0
+    items: int = 0
+    _queues: dict[str, list[_Pending[In, Out]]] = field(default_factory=dict)
+    _wakeups: dict[str, asyncio.Event] = field(default_factory=dict)
+    _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    async def submit(self, key: str, item: In) -> Out:
+        """Queue ``item`` under ``key`` and wait for its result."""
+        fut: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(key, []).append(_Pending(item, fut))
+        wake = self._wakeups.setdefault(key, asyncio.Event())
+        wake.set()
+        worker = self._workers.get(key)
+        if worker is None or worker.done():
+            self._workers[key] = asyncio.create_task(self._drain(key), name=f"batcher-{key}")
+        return await fut
+
+    async def _drain(self, key: str) -> None:
+        queue = self._queues[key]
+        wake = self._wakeups[key]
+        while queue:
+            if len(queue) < self.max_batch and self.max_wait_s > 0:
+                # Give concurrent requests a moment to join this batch.
+                deadline = asyncio.get_running_loop().time() + self.max_wait_s
+                while len(queue) < self.max_batch:
+                    wake.clear()
+                    remaining = deadline - asyncio.get_running_loop().time()
+                    if remaining <= 0:
+                        break
+                    try:
+                        async with asyncio.timeout(remaining):
+                            await wake.wait()
+                    except TimeoutError:
+                        break
+            batch = queue[: self.max_batch]
+            del queue[: self.max_batch]
+            self.batches += 1
+            self.items += len(batch)
+            try:
+                results = await self.run_batch(key, [p.item for p in batch])
+                if len(results) != len(batch):
+                    raise RuntimeError(f"run_batch returned {len(results)} results for {len(batch)} items")
+            except Exception as exc:  # every caller of the batch gets the error, raised in its own task
+                for p in batch:
+                    if not p.future.done():
+                        p.future.set_exception(exc)
+                continue
+            for p, r in zip(batch, results, strict=True):
+                if not p.future.done():
+                    p.future.set_result(r)
+
+    async def close(self) -> None:
+        for task in self._workers.values():
+            task.cancel()
+        await asyncio.gather(*self._workers.values(), return_exceptions=True)
+
+
+class LruCache(Generic[V]):
+    """A small least-recently-used map (loaded models by checkpoint id)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"cache capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self._data: OrderedDict[str, V] = OrderedDict()
+
+    def get(self, key: str) -> V | None:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: V, *, pin: str | None = None) -> None:
+        """Insert ``key``; evict the least recently used entry other than ``pin`` when full."""
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self.capacity:
+            victim = next((k for k in self._data if k != pin and k != key), None)
+            if victim is None:
+                break
+            del self._data[victim]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def keys(self) -> list[str]:
+        return list(self._data)

@@ -1,0 +1,190 @@
+"""The control store against a real nats-server, each test in a namespace of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import msgspec
+import pytest
+
+from aios_rl.bus import Bus, connect
+from aios_rl.control import (
+    ControlNotFoundError,
+    ControlStore,
+    CorruptControlError,
+    StaleControlError,
+)
+from contracts import (
+    CampaignSpec,
+    CampaignState,
+    ControlSnapshot,
+    ControlState,
+    GatewaySettings,
+    Names,
+    RailState,
+)
+from contracts.subjects import BUCKET_CONTROL
+
+pytestmark = pytest.mark.timeout(60)
+
+RAIL = Names.key_control("rail")
+GATEWAY = Names.key_control("gateway")
+
+
+@pytest.fixture
+def store(bus: Bus) -> ControlStore:
+    return ControlStore(bus)
+
+
+@contextlib.asynccontextmanager
+async def stores(url: str, names: Names, n: int) -> AsyncIterator[list[ControlStore]]:
+    """``n`` stores, each on a connection of its own (as separate services would be)."""
+    async with contextlib.AsyncExitStack() as stack:
+        buses = [
+            await stack.enter_async_context(connect(url, name=f"ctl-{i}", names=names))
+            for i in range(n)
+        ]
+        yield [ControlStore(b) for b in buses]
+
+
+def traces_plus_one(state: ControlState) -> ControlState:
+    assert isinstance(state, RailState)
+    return msgspec.structs.replace(state, traces_seen=state.traces_seen + 1)
+
+
+async def test_a_missing_key_loads_as_none_at_revision_zero(store: ControlStore) -> None:
+    assert await store.load(RAIL) == (None, 0)
+    assert await store.history(RAIL) == []
+
+
+async def test_save_is_compare_and_set_and_counts_versions(store: ControlStore) -> None:
+    spec = CampaignSpec(campaign_id="c1", epochs=5)
+    key = Names.key_control("campaign", "c1")
+    first, rev1 = await store.save(ControlSnapshot(key=key, state=CampaignState(spec=spec)), 0)
+    assert first.version == 1 and first.updated_at > 0 and rev1 > 0
+    with pytest.raises(StaleControlError):  # it exists now: "never written" is stale
+        await store.save(ControlSnapshot(key=key, state=CampaignState(spec=spec)), 0)
+
+    loaded, revision = await store.load(key)
+    assert (loaded, revision) == (first, rev1)
+    assert isinstance(loaded.state, CampaignState) and loaded.state.spec == spec
+    moved = msgspec.structs.replace(loaded, state=CampaignState(spec=spec, epoch=1))
+    second, rev2 = await store.save(moved, revision)
+    assert second.version == 2 and rev2 > rev1
+
+    with pytest.raises(StaleControlError) as info:  # based on revision 1 again
+        await store.save(msgspec.structs.replace(loaded, state=RailState()), rev1)
+    assert info.value.key == key
+    assert await store.load(key) == (second, rev2)
+
+
+async def test_concurrent_load_or_init_ends_with_one_snapshot(
+    nats_url: str, names: Names, bus: Bus
+) -> None:
+    async with stores(nats_url, names, 6) as racers:
+        results = await asyncio.gather(
+            *(
+                s.load_or_init(GATEWAY, lambda i=i: GatewaySettings(backend=f"backend-{i}"))
+                for i, s in enumerate(racers)
+            )
+        )
+    assert all(r == results[0] for r in results)
+    assert results[0].version == 1
+    assert await ControlStore(bus).history(GATEWAY) == [results[0]]
+
+
+async def test_load_or_init_returns_what_is_there(store: ControlStore) -> None:
+    created = await store.load_or_init(RAIL, lambda: RailState(eta=0.5))
+    assert await store.load_or_init(RAIL, lambda: RailState(eta=9.0)) == created
+
+
+async def test_update_retries_when_another_writer_wins(
+    bus: Bus, store: ControlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.load_or_init(RAIL, RailState)
+    other = ControlStore(bus)
+    seen: list[RailState] = []
+
+    def fn(state: ControlState) -> ControlState:
+        assert isinstance(state, RailState)
+        seen.append(state)
+        return msgspec.structs.replace(state, mode="live")
+
+    async def competing_write() -> None:
+        snap, rev = await other.load(RAIL)
+        assert snap is not None
+        await other.save(msgspec.structs.replace(snap, state=RailState(traces_seen=7)), rev)
+
+    original_load = store.load
+    loads = 0
+
+    async def load_then_compete(key: str) -> tuple[ControlSnapshot | None, int]:
+        nonlocal loads
+        result = await original_load(key)
+        loads += 1
+        if loads == 1:  # another writer saves between our read and our write
+            await competing_write()
+        return result
+
+    monkeypatch.setattr(store, "load", load_then_compete)
+    updated = await store.update(RAIL, fn)
+    assert [s.traces_seen for s in seen] == [0, 7]  # re-applied on the winner's state
+    assert isinstance(updated.state, RailState)
+    assert (updated.state.mode, updated.state.traces_seen, updated.version) == ("live", 7, 3)
+    assert [s.version for s in await other.history(RAIL)] == [1, 2, 3]
+
+
+async def test_concurrent_updates_lose_nothing(nats_url: str, names: Names, bus: Bus) -> None:
+    async with stores(nats_url, names, 6) as racers:
+
+        async def bump(s: ControlStore) -> None:
+            for _ in range(4):
+                await s.update(RAIL, traces_plus_one, init=RailState)
+
+        await asyncio.gather(*(bump(s) for s in racers))
+    final, _ = await ControlStore(bus).load(RAIL)
+    assert final is not None and isinstance(final.state, RailState)
+    assert (final.state.traces_seen, final.version) == (24, 24)
+    assert [s.version for s in await ControlStore(bus).history(RAIL)] == list(range(1, 25))
+
+
+async def test_update_of_a_missing_key_needs_init(store: ControlStore) -> None:
+    with pytest.raises(ControlNotFoundError):
+        await store.update(RAIL, traces_plus_one)
+    created = await store.update(RAIL, traces_plus_one, init=RailState)
+    assert isinstance(created.state, RailState) and created.state.traces_seen == 1
+    assert created.version == 1
+
+
+async def test_an_update_that_changes_nothing_writes_nothing(store: ControlStore) -> None:
+    snap = await store.load_or_init(RAIL, RailState)
+    assert await store.update(RAIL, lambda s: s) == snap
+    assert len(await store.history(RAIL)) == 1
+
+
+async def test_history_keeps_the_last_32_writes_oldest_first(store: ControlStore) -> None:
+    for _ in range(35):
+        await store.update(RAIL, traces_plus_one, init=RailState)
+    history = await store.history(RAIL)
+    assert [s.version for s in history] == list(range(4, 36))
+    assert [s.state.traces_seen for s in history] == list(range(4, 36))  # type: ignore[union-attr]
+
+
+async def test_watch_yields_the_snapshot_then_every_write(store: ControlStore) -> None:
+    await store.load_or_init(GATEWAY, GatewaySettings)
+    async with store.watch(GATEWAY) as updates:
+        assert (await asyncio.wait_for(anext(updates), 1.0)).version == 1
+        await store.update(GATEWAY, lambda s: GatewaySettings(backend="claude"))
+        snap = await asyncio.wait_for(anext(updates), 1.0)
+        assert snap.version == 2 and snap.state == GatewaySettings(backend="claude")
+
+
+async def test_a_value_that_is_not_a_snapshot_raises(
+    bus: Bus, store: ControlStore, names: Names
+) -> None:
+    kv = await bus.js.key_value(names.bucket(BUCKET_CONTROL))
+    await kv.put(RAIL, b'{"not": "a snapshot"}')
+    with pytest.raises(CorruptControlError, match="not a snapshot"):
+        await store.load(RAIL)
