@@ -24,6 +24,13 @@ class ServiceEntry:
 
 
 SERVICES: tuple[ServiceEntry, ...] = (
+    ServiceEntry(
+        "trainer",
+        "services.trainer",
+        "PPO / GRPO updates of the student through the checkpoint registry",
+        scalable=False,  # one writer of updates: a second would only lose the pointer race
+    ),
+    ServiceEntry("sampler", "services.sampler", "serves the student on policy.act with dynamic batching"),
     ServiceEntry("reward", "services.reward", "fuses environment reward with teacher shaping"),
     ServiceEntry(
         "replay",

@@ -43,6 +43,14 @@ class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
     offline_fraction: float = 0.0
     """Share of each update drawn from replay rather than this epoch's fresh groups."""
     seed: int = 0
+    minibatch_size: int = 64
+    aggregation: Literal["token", "action"] = "token"
+    std_normalize: bool = True
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    negative_kl_coef: float = 0.1
+    entropy_coef: float = 0.0
+    offline_batch: int = 128
+    """Episodes asked of ``replay.sample`` for an offline or mixed update."""
 
 
 class CampaignSpec(Message, frozen=True, kw_only=True):

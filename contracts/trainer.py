@@ -25,6 +25,8 @@ class TrainerUpdate(Message, frozen=True, kw_only=True):
     """Online: the fresh groups (episodes in stream ``EPISODES``) to learn from."""
     reference_checkpoint: str = ""
     """KL target; the base checkpoint when empty."""
+    since: float = 0.0
+    """Online: read fresh episodes published at or after this unix time (the epoch's start)."""
 
 
 class TrainerUpdateResult(Message, frozen=True, kw_only=True):

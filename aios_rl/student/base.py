@@ -11,6 +11,7 @@ the trainer optimises, so PPO/GRPO ratios compare like with like whatever regime
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -81,9 +82,14 @@ class StudentBackend(Protocol):
     name: str
 
     def act(
-        self, decisions: list[Decision], regime: Regime, *, want_hidden: bool = False
+        self,
+        decisions: list[Decision],
+        regime: Regime | Sequence[Regime],
+        *,
+        want_hidden: bool = False,
     ) -> list[ActOutput]:
-        """Sample one action per decision (one batched forward pass)."""
+        """Sample one action per decision (one batched forward pass); ``regime`` is shared or
+        given per decision."""
         ...
 
     def evaluate(self, decisions: list[Decision], actions: list[int | str]) -> Evaluation:

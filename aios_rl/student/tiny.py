@@ -123,8 +123,15 @@ class TinyStudent(nn.Module):
     # -- the backend interface ------------------------------------------------------------------------
     @torch.no_grad()
     def act(
-        self, decisions: list[Decision], regime: Regime, *, want_hidden: bool = False
+        self,
+        decisions: list[Decision],
+        regime: Regime | Sequence[Regime],
+        *,
+        want_hidden: bool = False,
     ) -> list[ActOutput]:
+        regimes = [regime] * len(decisions) if isinstance(regime, Regime) else list(regime)
+        if len(regimes) != len(decisions):
+            raise StudentError(f"{len(decisions)} decisions but {len(regimes)} regimes")
         logits, _mask, values, h_obs = self.forward(decisions)
         logp = torch.log_softmax(logits, dim=-1)
         out: list[ActOutput] = []
@@ -133,7 +140,7 @@ class TinyStudent(nn.Module):
             n = len(d.candidates)
             row_logp = logp[i, :n]
             gen = torch.Generator().manual_seed(d.seed) if d.seed is not None else None
-            idx = sample_index(logits[i, :n], regime, gen)
+            idx = sample_index(logits[i, :n], regimes[i], gen)
             entropy = float(-(row_logp.exp() * row_logp).sum())
             out.append(
                 ActOutput(

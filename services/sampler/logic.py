@@ -79,8 +79,12 @@ class Batcher(Generic[In, Out]):
             try:
                 results = await self.run_batch(key, [p.item for p in batch])
                 if len(results) != len(batch):
-                    raise RuntimeError(f"run_batch returned {len(results)} results for {len(batch)} items")
-            except Exception as exc:  # every caller of the batch gets the error, raised in its own task
+                    raise RuntimeError(
+                        f"run_batch returned {len(results)} results for {len(batch)} items"
+                    )
+            except (
+                Exception
+            ) as exc:  # every caller of the batch gets the error, raised in its own task
                 for p in batch:
                     if not p.future.done():
                         p.future.set_exception(exc)

@@ -1,0 +1,51 @@
+"""Entry point: ``python -m services.sampler``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import torch
+
+from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
+from aios_rl.checkpoints import CheckpointRegistry
+from contracts import ActRequest, Names
+
+from . import __version__
+from .handlers import Sampler
+from .settings import SamplerSettings
+
+
+def build(bus: Bus, settings: SamplerSettings) -> tuple[Service, Sampler]:
+    """The sampler service on ``bus`` (not yet running) and its state."""
+    torch.set_num_threads(settings.torch_threads)
+    sampler = Sampler(CheckpointRegistry(bus), settings)
+    svc = Service(
+        bus,
+        name="sampler",
+        version=__version__,
+        shutdown_grace_s=settings.shutdown_grace_s,
+        description="Serves the student policy: policy.act with dynamic batching and hot reload.",
+    )
+    svc.endpoint(
+        "act", bus.names.policy_act(), ActRequest, sampler.act, concurrency=settings.concurrency
+    )
+    svc.task(sampler.follow_active)
+    svc.stats(sampler.stats)
+    return svc, sampler
+
+
+async def serve(settings: SamplerSettings) -> None:
+    async with connect(settings.nats_url, name="sampler", names=Names(settings.namespace)) as bus:
+        await provision(bus)
+        svc, sampler = build(bus, settings)
+        try:
+            await svc.run()
+        finally:
+            await sampler.batcher.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = load_settings(SamplerSettings, argv, prog="aios-rl-sampler")
+    configure_logging("sampler", fmt=settings.log_format, level=settings.log_level)
+    asyncio.run(serve(settings))

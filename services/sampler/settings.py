@@ -1,0 +1,33 @@
+"""Settings of the sampler service."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aios_rl.bus import ServiceSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class SamplerSettings(ServiceSettings):
+    """Serve the student on ``policy.act`` with dynamic batching."""
+
+    max_batch: int = 32
+    """Most requests answered by one forward pass."""
+    max_wait_ms: float = 2.0
+    """How long the first request of a batch waits for company (0: no batching)."""
+    cache_size: int = 4
+    """Loaded checkpoints kept in memory (the active one is never evicted)."""
+    concurrency: int = 128
+    """Requests in flight in this process (must exceed max_batch for batches to fill)."""
+    seed: int = 0
+    """Mixed into every derived sampling seed: the same seed reproduces a run."""
+    torch_threads: int = 1
+    """Threads torch may use (services share 2 cores)."""
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {self.max_batch}.")
+        if self.max_wait_ms < 0:
+            raise ValueError(f"max_wait_ms must be >= 0, got {self.max_wait_ms}.")
+        if self.cache_size < 1:
+            raise ValueError(f"cache_size must be at least 1, got {self.cache_size}.")

@@ -1,0 +1,193 @@
+"""Trainer handlers: read the update's episodes, learn, store and advance through the registry."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import nats.errors
+from nats.js import api
+from nats.micro.service import ServiceError
+
+from aios_rl.bus import Bus, BusError, PermanentError, get_logger
+from aios_rl.checkpoints import (
+    CheckpointRegistry,
+    RegistryError,
+    StalePointersError,
+    UnknownCheckpointError,
+)
+from aios_rl.student import StudentBackend, StudentError, load_student, new_student
+from aios_rl.student.train import build_batch, update
+from contracts import (
+    DecodeError,
+    Episode,
+    ReplayBatch,
+    ReplaySampleRequest,
+    TrainerUpdate,
+    TrainerUpdateResult,
+    decode,
+)
+from contracts.subjects import STREAM_EPISODES
+
+from .logic import select_online, split_offline, update_config
+from .settings import TrainerServiceSettings
+
+
+class Trainer:
+    """Runs updates one at a time for this process."""
+
+    def __init__(self, bus: Bus, settings: TrainerServiceSettings) -> None:
+        self.bus = bus
+        self.settings = settings
+        self.registry = CheckpointRegistry(bus)
+        self.updates = 0
+        self.log = get_logger()
+
+    async def ensure_initial(self) -> None:
+        """Store a freshly initialised student and make it active when nothing is (idempotent:
+        the same seed gives the same bytes, and ``init`` is a no-op once something is active)."""
+        pointers, _ = await self.registry.pointers()
+        if pointers.active is not None:
+            return
+        weights = await asyncio.to_thread(
+            lambda: new_student(self.settings.backend, seed=self.settings.init_seed).to_bytes()
+        )
+        meta = await self.registry.store(
+            weights,
+            parent_id=None,
+            created_by="init",
+            algorithm="init",
+            backend=self.settings.backend,
+        )
+        await self.registry.init(meta.checkpoint_id, reason="initial checkpoint")
+        self.log.info("initial_checkpoint_stored", checkpoint_id=meta.checkpoint_id)
+
+    async def _load(self, checkpoint_id: str) -> StudentBackend:
+        data = await self.registry.load(checkpoint_id)
+        return await asyncio.to_thread(load_student, data)
+
+    async def read_fresh(self, req: TrainerUpdate) -> list[Episode]:
+        """Compared episodes published since ``req.since``, read up to the stream's end as it
+        was when the update began."""
+        names = self.bus.names
+        stream = names.stream(STREAM_EPISODES)
+        last = (await self.bus.js.stream_info(stream)).state.last_seq
+        if last == 0:
+            return []
+        cfg = api.ConsumerConfig(
+            ack_policy=api.AckPolicy.NONE,
+            inactive_threshold=60.0,
+            deliver_policy=api.DeliverPolicy.BY_START_TIME if req.since else api.DeliverPolicy.ALL,
+            opt_start_time=dt.datetime.fromtimestamp(req.since, dt.UTC) if req.since else None,
+        )
+        psub = await self.bus.js.pull_subscribe(
+            names.episode("compared", "*"), stream=stream, config=cfg
+        )
+        out: list[Episode] = []
+        try:
+            async with asyncio.timeout(self.settings.read_timeout_s):
+                while len(out) < self.settings.max_episodes:
+                    try:
+                        msgs = await psub.fetch(256, timeout=1.0)
+                    except nats.errors.TimeoutError:
+                        break  # nothing more after the start time
+                    done = False
+                    for m in msgs:
+                        if m.metadata.sequence.stream > last:
+                            done = True
+                            break
+                        try:
+                            out.append(decode(m.data, m.headers, Episode))
+                        except DecodeError as exc:
+                            self.log.warning(
+                                "undecodable_episode",
+                                seq=m.metadata.sequence.stream,
+                                error=str(exc),
+                            )
+                        if m.metadata.num_pending == 0 or m.metadata.sequence.stream == last:
+                            done = True
+                    if done:
+                        break
+        except TimeoutError as exc:
+            raise ServiceError(
+                "504", f"reading episodes took longer than {self.settings.read_timeout_s}s"
+            ) from exc
+        finally:
+            await psub.unsubscribe()
+        return out
+
+    async def update(self, req: TrainerUpdate) -> TrainerUpdateResult:
+        log = self.log.bind(update_id=req.update_id, campaign_id=req.campaign_id, epoch=req.epoch)
+        try:
+            pointers, _ = await self.registry.pointers()
+            base = req.base_checkpoint or pointers.active
+            if base is None:
+                raise ServiceError("409", "no active checkpoint to update")
+            model = await self._load(base)
+            reference = await self._load(req.reference_checkpoint or base)
+        except UnknownCheckpointError as exc:
+            raise ServiceError("404", str(exc)) from exc
+        except (RegistryError, StudentError) as exc:
+            raise ServiceError("503", f"cannot load the checkpoints: {exc}") from exc
+        config = update_config(req.settings)
+        fresh: list[Episode] = []
+        better: list[Episode] = []
+        worse: list[Episode] = []
+        if req.source in ("online", "mixed"):
+            fresh, better, worse = select_online(req, await self.read_fresh(req))
+        neutral: list[Episode] = []
+        positive: list[Episode] = []
+        negative: list[Episode] = []
+        if req.source in ("offline", "mixed"):
+            try:
+                batch = await self.bus.request(
+                    self.bus.names.replay_sample(),
+                    ReplaySampleRequest(size=req.settings.offline_batch, seed=req.settings.seed),
+                    ReplayBatch,
+                    timeout=30.0,
+                )
+            except BusError as exc:
+                raise ServiceError("503", f"replay did not serve a batch: {exc}") from exc
+            neutral, positive, negative = split_offline(batch.episodes)
+        train_batch = build_batch(
+            fresh + neutral, config=config, positive=better + positive, negative=worse + negative
+        )
+        if len(train_batch) == 0:
+            raise PermanentError(
+                f"update {req.update_id}: no episodes to learn from ({req.source}; {len(fresh)} fresh rollouts matched)"
+            )
+        log.info(
+            "update_started",
+            base=base,
+            algorithm=config.algorithm,
+            samples=len(train_batch),
+            fresh=len(fresh),
+            offline=len(neutral) + len(positive) + len(negative),
+        )
+        metrics = await asyncio.to_thread(update, model, reference, train_batch, config)
+        weights = await asyncio.to_thread(model.to_bytes)
+        meta = await self.registry.store(
+            weights,
+            parent_id=base,
+            created_by=req.update_id,
+            algorithm=config.algorithm,
+            backend=model.name,
+            metrics=metrics,
+        )
+        try:
+            await self.registry.advance(
+                meta.checkpoint_id, f"update {req.update_id}", expect_active=base
+            )
+        except StalePointersError as exc:
+            raise ServiceError(
+                "409", f"active moved while update {req.update_id} ran: {exc}"
+            ) from exc
+        self.updates += 1
+        log.info("update_done", checkpoint_id=meta.checkpoint_id, loss=metrics.get("loss"))
+        return TrainerUpdateResult(
+            update_id=req.update_id,
+            checkpoint_id=meta.checkpoint_id,
+            parent_id=base,
+            samples=len(train_batch),
+            metrics=metrics,
+        )
