@@ -51,6 +51,7 @@ from .rail import CONTEXT_DIM, RailDecideRequest, RailDecision, RailTrace
 from .replay import ReplayBatch, ReplaySampleRequest
 from .rollout import ActRequest, ActResponse, RolloutJob
 from .subjects import SCHEMA_HEADER, Names, Topology, topology
+from .tasks import CandidateEdit, GroundTruth, ShellTask, TaskIndex
 from .teacher import StepDigest, TeacherRequest
 from .trainer import TrainerUpdate, TrainerUpdateResult
 from .vocab import (
@@ -102,6 +103,8 @@ MESSAGES: tuple[type[Message], ...] = (
     ServiceStatus,
     EpochVerdictRequest,
     EpochVerdict,
+    ShellTask,
+    TaskIndex,
 )
 """Every message that travels on the bus (one JSON Schema file each)."""
 
@@ -124,6 +127,7 @@ __all__ = [
     "CampaignSpec",
     "CampaignState",
     "CampaignStatus",
+    "CandidateEdit",
     "CheckpointEvent",
     "CheckpointMeta",
     "CheckpointPointers",
@@ -146,6 +150,7 @@ __all__ = [
     "EpochVerdictRequest",
     "EvidenceRef",
     "GatewaySettings",
+    "GroundTruth",
     "Lane",
     "Message",
     "Names",
@@ -162,12 +167,14 @@ __all__ = [
     "RolloutJob",
     "RolloutStrategy",
     "ServiceStatus",
+    "ShellTask",
     "Stage",
     "StartCampaign",
     "StatusCampaign",
     "StepDigest",
     "StopCampaign",
     "TaskDelta",
+    "TaskIndex",
     "TeacherHint",
     "TeacherRequest",
     "TeacherSignal",

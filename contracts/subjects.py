@@ -53,6 +53,7 @@ BUCKET_LEDGER = "ledger"
 BUCKET_COMPARISON = "comparison"
 OBJECTS_WEIGHTS = "weights"
 OBJECTS_EVIDENCE = "evidence"
+OBJECTS_TASKS = "tasks"
 
 
 def _token(value: str, what: str) -> str:
@@ -188,6 +189,25 @@ class Names:
     def key_pending(episode_id: str) -> str:
         """An episode waiting for its reference results."""
         return f"pending.{_token(episode_id, 'episode id')}"
+
+    @staticmethod
+    def key_task_stats_of(checkpoint_id: str) -> str:
+        """KV filter over every task's statistics of one checkpoint (``stats.*.<checkpoint>``)."""
+        return f"stats.*.{_token(checkpoint_id, 'checkpoint id')}"
+
+    @staticmethod
+    def key_compared(episode_id: str) -> str:
+        """Comparison's marker that an episode went out on ``episode.compared``: a duplicate that
+        arrives after the stream's de-duplication window is still dropped."""
+        return f"compared.{_token(episode_id, 'episode id')}"
+
+    @staticmethod
+    def object_task(environment: str, task_id: str) -> str:
+        return f"{_token(environment, 'environment')}/{_token(task_id, 'task id')}.json"
+
+    @staticmethod
+    def object_task_index(environment: str, split: str) -> str:
+        return f"{_token(environment, 'environment')}/index-{_token(split, 'split')}.json"
 
     @staticmethod
     def object_weights(checkpoint_id: str) -> str:
@@ -361,6 +381,10 @@ def topology(names: Names) -> Topology:
         ],
         object_stores=[
             ObjectStoreSpec(name=names.bucket(OBJECTS_WEIGHTS), description="Checkpoint weights."),
+            ObjectStoreSpec(
+                name=names.bucket(OBJECTS_TASKS),
+                description="Environment tasks, content-addressed, with one index per split.",
+            ),
             ObjectStoreSpec(
                 name=names.bucket(OBJECTS_EVIDENCE),
                 description="Screenshots, long logs, raw teacher output.",
