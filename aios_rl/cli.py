@@ -98,7 +98,26 @@ def build_parser() -> argparse.ArgumentParser:
     tap.add_argument("--json", action="store_true", help="print each message as a full JSON line")
     tap.add_argument("--limit", type=int, metavar="N", help="stop after N messages")
 
-    ckpt = sub.add_parser("checkpoints", help="the three checkpoint pointers and the lineage as a tree")
+    pub = sub.add_parser(
+        "publish", help="validate a JSON message against its contract and publish it"
+    )
+    _bus_args(pub)
+    pub.add_argument(
+        "subject", metavar="SUBJECT", help="e.g. episode.taught.shell (namespace added)"
+    )
+    pub.add_argument("schema", metavar="SCHEMA", help="contract name, e.g. episode.v1")
+    pub.add_argument(
+        "json",
+        nargs="?",
+        default="-",
+        metavar="JSON",
+        help="the message as JSON, or - for stdin (default)",
+    )
+    pub.add_argument("--msg-id", help="Nats-Msg-Id for JetStream de-duplication")
+
+    ckpt = sub.add_parser(
+        "checkpoints", help="the three checkpoint pointers and the lineage as a tree"
+    )
     _bus_args(ckpt)
     ckpt.add_argument("--json", action="store_true", help="print pointers and metadata as JSON")
 
@@ -135,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = asyncio.run(_services(args))
         elif args.command == "tap":
             code = _run_until_interrupt(_tap(args))
+        elif args.command == "publish":
+            code = asyncio.run(_publish(args))
         elif args.command == "checkpoints":
             code = asyncio.run(_checkpoints(args))
         elif args.command == "demo":
@@ -249,6 +270,36 @@ async def _services(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- publish ----------------------------------------------------------------------------------------
+
+
+async def _publish(args: argparse.Namespace) -> int:
+    from contracts import Names, registered
+
+    types = registered()
+    if args.schema not in types:
+        raise ValueError(f"unknown schema {args.schema!r}; known: {', '.join(sorted(types))}")
+    raw = sys.stdin.read() if args.json == "-" else args.json
+    try:
+        msg = msgspec.json.decode(raw.encode(), type=types[args.schema])
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"the JSON is not a valid {args.schema}: {exc}") from exc
+    async with connect(
+        _url(args), name="aios-rl-publish", names=Names(args.namespace), connect_deadline=3.0
+    ) as bus:
+        subject = bus.names.subject(args.subject)
+        try:
+            seq = await bus.publish_durable(subject, msg, msg_id=args.msg_id)
+            print(f"published {args.schema} on {args.subject} (stream sequence {seq})")
+        except BusError:
+            await bus.publish(subject, msg)
+            await bus.nc.flush()
+            print(
+                f"published {args.schema} on {args.subject} (core NATS: no stream holds this subject)"
+            )
+    return 0
+
+
 # -- checkpoints ----------------------------------------------------------------------------------
 
 
@@ -257,11 +308,16 @@ async def _checkpoints(args: argparse.Namespace) -> int:
 
     from .checkpoints import CheckpointRegistry, render_tree
 
-    async with connect(_url(args), name="aios-rl-checkpoints", names=Names(args.namespace), connect_deadline=3.0) as bus:
+    async with connect(
+        _url(args), name="aios-rl-checkpoints", names=Names(args.namespace), connect_deadline=3.0
+    ) as bus:
         snap = await CheckpointRegistry(bus).snapshot()
     if args.json:
-        doc = {"pointers": msgspec.to_builtins(snap.pointers), "revision": snap.revision,
-               "checkpoints": {k: msgspec.to_builtins(v) for k, v in sorted(snap.metas.items())}}
+        doc = {
+            "pointers": msgspec.to_builtins(snap.pointers),
+            "revision": snap.revision,
+            "checkpoints": {k: msgspec.to_builtins(v) for k, v in sorted(snap.metas.items())},
+        }
         sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
         return 0
     p = snap.pointers

@@ -188,23 +188,77 @@ async def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert "stack stopped cleanly" in out
 
 
-async def test_checkpoints_prints_pointers_and_lineage(bus: Bus, nats_url: str, names: Names) -> None:
+async def test_checkpoints_prints_pointers_and_lineage(
+    bus: Bus, nats_url: str, names: Names
+) -> None:
     from aios_rl.checkpoints import CheckpointRegistry
 
     reg = CheckpointRegistry(bus)
     root = await reg.store(b"weights-0", parent_id=None, created_by="init", algorithm="init")
-    child = await reg.store(b"weights-1", parent_id=root.checkpoint_id, created_by="update-1", algorithm="grpo",
-                            metrics={"loss": 0.25})
+    child = await reg.store(
+        b"weights-1",
+        parent_id=root.checkpoint_id,
+        created_by="update-1",
+        algorithm="grpo",
+        metrics={"loss": 0.25},
+    )
     await reg.advance(root.checkpoint_id, "init")
     await reg.advance(child.checkpoint_id, "update-1")
-    code, out, err = await _run("checkpoints", "--nats-url", nats_url, "--namespace", names.namespace)
+    code, out, err = await _run(
+        "checkpoints", "--nats-url", nats_url, "--namespace", names.namespace
+    )
     assert code == 0, err
     assert f"active          {child.checkpoint_id}" in out
     assert f"pre_update_ref  {root.checkpoint_id}" in out
     tree = out.split("\n\n", 1)[1]
     assert tree.index(root.checkpoint_id) < tree.index(child.checkpoint_id)
     assert "[active]" in tree and "[last_stable]" in tree
-    code, out, err = await _run("checkpoints", "--json", "--nats-url", nats_url, "--namespace", names.namespace)
+    code, out, err = await _run(
+        "checkpoints", "--json", "--nats-url", nats_url, "--namespace", names.namespace
+    )
     doc = json.loads(out)
     assert doc["pointers"]["active"] == child.checkpoint_id
     assert set(doc["checkpoints"]) == {root.checkpoint_id, child.checkpoint_id}
+
+
+async def test_publish_validates_and_publishes_durably(
+    bus: Bus, nats_url: str, names: Names
+) -> None:
+    doc = json.dumps(
+        {
+            "episode_id": "pub-1",
+            "environment": "shell",
+            "task_id": "t",
+            "outcome": "success",
+            "env_reward": 1.0,
+        }
+    )
+    code, out, err = await _run(
+        "publish",
+        "episode.taught.shell",
+        "episode.v1",
+        doc,
+        "--msg-id",
+        "pub-1:taught",
+        "--nats-url",
+        nats_url,
+        "--namespace",
+        names.namespace,
+    )
+    assert code == 0, err
+    assert "stream sequence" in out
+    stored = await bus.js.get_last_msg(names.stream("EPISODES"), names.episode("taught", "shell"))
+    assert json.loads(stored.data)["episode_id"] == "pub-1"
+    code, _out, err = await _run(
+        "publish",
+        "episode.taught.shell",
+        "episode.v1",
+        '{"episode_id": 3}',
+        "--nats-url",
+        nats_url,
+        "--namespace",
+        names.namespace,
+    )
+    assert code == 2 and "not a valid episode.v1" in err
+    code, _out, err = await _run("publish", "x", "nope.v9", "{}", "--nats-url", nats_url)
+    assert code == 2 and "unknown schema 'nope.v9'" in err
