@@ -30,8 +30,15 @@ SERVICES: tuple[ServiceEntry, ...] = (
         "PPO / GRPO updates of the student through the checkpoint registry",
         scalable=False,  # one writer of updates: a second would only lose the pointer race
     ),
-    ServiceEntry("sampler", "services.sampler", "serves the student on policy.act with dynamic batching"),
+    ServiceEntry(
+        "sampler", "services.sampler", "serves the student on policy.act with dynamic batching"
+    ),
     ServiceEntry("reward", "services.reward", "fuses environment reward with teacher shaping"),
+    ServiceEntry(
+        "comparison",
+        "services.comparison",
+        "compares each episode with the reference policy; epoch verdicts",
+    ),
     ServiceEntry(
         "replay",
         "services.replay",

@@ -213,6 +213,11 @@ class Names:
     def object_weights(checkpoint_id: str) -> str:
         return f"{_token(checkpoint_id, 'checkpoint id')}.weights"
 
+    @staticmethod
+    def object_teacher_raw(backend: str, digest: str) -> str:
+        """A teacher backend's raw output (in Object Store ``evidence``), by content digest."""
+        return f"teacher-raw/{_token(backend, 'backend')}/{_token(digest, 'digest')}.txt"
+
 
 # -- topology ---------------------------------------------------------------------------------
 

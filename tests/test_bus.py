@@ -666,3 +666,38 @@ def test_load_settings_bad_value_exits_2_with_one_line(
     assert len(lines) == 1, f"expected a one-line message, got:\n{err}"
     assert lines[0].startswith("aios-rl-reward: error: ")
     assert mentions in lines[0]
+
+
+async def test_a_background_task_that_swallows_cancellation_cannot_hang_shutdown(bus: Bus, names: Names) -> None:
+    svc = make_service(bus, "stubborn", shutdown_grace_s=0.5)
+    started = asyncio.Event()
+    ignored = 0
+
+    async def stubborn() -> None:
+        nonlocal ignored
+        started.set()
+        while ignored < 3:  # swallows the first cancellations, as a nats-py request can on 3.11
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                ignored += 1
+        await asyncio.Event().wait()
+
+    svc.task(stubborn)
+    task = asyncio.create_task(svc.run(install_signal_handlers=False))
+    await asyncio.wait_for(started.wait(), 10)
+    svc.stop()
+    await asyncio.wait_for(task, 10)
+    assert ignored == 3
+
+
+async def test_a_failing_background_task_stops_the_service_and_raises(bus: Bus, names: Names) -> None:
+    svc = make_service(bus, "fragile")
+
+    async def fragile() -> None:
+        await svc.ready.wait()
+        raise RuntimeError("background work broke")
+
+    svc.task(fragile)
+    with pytest.raises(RuntimeError, match="background work broke"):
+        await asyncio.wait_for(svc.run(install_signal_handlers=False), 15)

@@ -116,6 +116,7 @@ class Service:
         self._tasks: list[Callable[[], Awaitable[None]]] = []
         self._extra: list[Callable[[], dict[str, float]]] = []
         self._stopping = asyncio.Event()
+        self._task_failure: BaseException | None = None
         self._topology = topology if topology is not None else stack_topology(bus.names)
         self.ready = asyncio.Event()
         """Set once every endpoint and consumer is live (tests wait on it)."""
@@ -248,9 +249,14 @@ class Service:
                         workers.append(
                             tg.create_task(self._pull_loop(c, psub), name=f"{c.spec.durable}-{i}")
                         )
+                # Background tasks live outside the task group: a task that swallows its
+                # cancellation (seen with nats-py requests on 3.11) must not hang shutdown.
                 background = [
-                    tg.create_task(fn(), name=getattr(fn, "__name__", "task")) for fn in self._tasks
+                    asyncio.create_task(fn(), name=getattr(fn, "__name__", "task"))
+                    for fn in self._tasks
                 ]
+                for b in background:
+                    b.add_done_callback(self._on_task_done)
                 await self.bus.nc.flush()
                 self.ready.set()
                 self.log.info(
@@ -269,10 +275,8 @@ class Service:
                         await asyncio.gather(*in_flight, return_exceptions=True)
                 except TimeoutError:
                     self.log.warning("service.grace_expired", handing_back=True)
-                    for w in in_flight:
-                        w.cancel()
-                for b in background:
-                    b.cancel()
+                    await _cancel(in_flight, self.shutdown_grace_s, self.log)
+                await _cancel(background, self.shutdown_grace_s, self.log)
         finally:
             for sub in subs:
                 with contextlib.suppress(nats.errors.Error):
@@ -283,6 +287,17 @@ class Service:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
             self.log.info("service.stopped")
+        if self._task_failure is not None:
+            raise self._task_failure
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        """A background task that fails stops the service, which then raises its error."""
+        if task.cancelled() or task.exception() is None:
+            return
+        if self._task_failure is None:
+            self._task_failure = task.exception()
+        self.log.error("service.task_failed", task=task.get_name(), error=repr(task.exception()))
+        self._stopping.set()
 
     # -- endpoints ------------------------------------------------------------------------------
     async def _answer_status(self, req: Request) -> None:
@@ -505,3 +520,17 @@ class Service:
             c.counters.dead_lettered += 1
 
         return await self.bus.nc.subscribe(subject, queue=f"dlq-{c.spec.durable}", cb=on_advisory)
+
+
+async def _cancel(tasks: list[asyncio.Task[Any]], deadline_s: float, log: Any) -> None:
+    """Cancel ``tasks`` and wait for them, cancelling again while one ignores it, up to
+    ``deadline_s``; a task still running then is abandoned with an error log."""
+    pending = {t for t in tasks if not t.done()}
+    try:
+        async with asyncio.timeout(deadline_s):
+            while pending:
+                for t in pending:
+                    t.cancel()
+                _, pending = await asyncio.wait(pending, timeout=0.2)
+    except TimeoutError:
+        log.error("service.tasks_ignored_cancel", tasks=[t.get_name() for t in pending])

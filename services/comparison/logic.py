@@ -1,0 +1,424 @@
+"""Comparison, pure: no NATS here, only the standard library (and msgspec for the stored shapes).
+
+**Statistics.** For each (task, checkpoint) we keep :class:`TaskStats`: every episode counted once
+(its id is remembered), its outcome counted, and — unless it is ``blocked`` — its reward added to
+``scored`` / ``reward_sum`` / ``reward_sq_sum``. A ``blocked`` episode is one its environment could
+not run: it says nothing about the policy, so it never enters a mean.
+
+**Episode rule** (:func:`decide`, for role ``rollout``; reference and eval episodes only feed the
+statistics and pass through with ``comparison=None``):
+
+1. no ``reference_checkpoint`` → ``comparison_failed`` ("no reference");
+2. the episode is ``blocked`` → ``comparison_failed`` (it could not run: no evidence either way);
+3. the reference — stats of (task, reference checkpoint), without this very episode should it be
+   counted there — has fewer than ``min_reference_runs`` scored runs → no verdict yet: the episode
+   waits (pending) until enough arrive or its deadline passes (:func:`expire`:
+   ``comparison_failed``, saying whether reference runs came but were all blocked, i.e. the
+   reference could not run, or none came). An outage is never ``worse``;
+4. otherwise ``delta = reward - mean reward of the scored reference runs``:
+   ``delta > margin`` → ``better``, ``delta < -margin`` → ``worse``;
+5. within the margin, outcome rank breaks the tie (success 3 > partial 2 > failure 1 > blocked 0):
+   with ``r`` the episode's rank and ``m`` the mean rank of the scored reference runs,
+   ``r - m > 0.5`` → ``better``, ``r - m < -0.5`` → ``worse``, else ``same``. So an outcome must
+   beat (or trail) the reference's average outcome by more than half a rank to decide.
+
+A rollout is measured against the reference runs counted when it is decided: one handled after
+the first ``min_reference_runs`` reference runs but before the rest sees only those.
+
+**Epoch rule** (:func:`epoch_verdict`): over the tasks where both checkpoints have scored runs
+(the requested ones, or all shared), ``delta_t = mean(candidate) - mean(reference)``. A task is a
+win when ``delta_t > margin``, a loss when ``delta_t < -margin``, else a tie. The sign test is the
+exact two-sided binomial test on wins vs losses (ties dropped):
+``p = min(1, 2 * sum_{i <= min(w, l)} C(w + l, i) / 2^(w + l))``. The bootstrap resamples the
+per-task deltas (``random.Random(seed)``, tasks sorted by id) and takes the percentile interval of
+the resampled means at ``confidence``. With ``alpha = 1 - confidence``:
+
+- ``better`` iff ``mean_delta > margin`` and ``ci_low > 0`` and ``wins > losses`` and
+  ``p <= alpha``;
+- ``worse`` iff ``mean_delta < -margin`` and ``ci_high < 0`` and ``losses > wins`` and
+  ``p <= alpha``;
+- ``same`` otherwise; ``comparison_failed`` when no task has scored runs of both.
+
+The evidence must clear the margin (effect size) and the confidence twice: the interval excludes
+zero and enough tasks agree in sign. At ``confidence = 0.95`` that takes at least 6 decisive tasks
+(all one way: ``p = 2/64``); fewer can never move the student.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Iterable
+
+import msgspec
+
+from contracts import (
+    ComparisonResult,
+    Episode,
+    EpochVerdict,
+    EpochVerdictRequest,
+    Outcome,
+    TaskDelta,
+    Verdict,
+)
+
+__all__ = [
+    "OUTCOME_RANK",
+    "CompareRule",
+    "ComparedMark",
+    "PendingComparison",
+    "TaskStats",
+    "add_episode",
+    "bootstrap_ci",
+    "decide",
+    "epoch_verdict",
+    "expire",
+    "mark_compared",
+    "reference_for",
+    "sign_test_p",
+    "with_comparison",
+]
+
+OUTCOME_RANK: dict[str, int] = {"success": 3, "partial": 2, "failure": 1, "blocked": 0}
+"""Outcome order for the tie-breaker: success > partial > failure > blocked."""
+
+EPS = 1e-9
+"""Float slack on margin comparisons: a delta equal to the margin (0.55 - 0.5 vs 0.05) is a tie."""
+
+
+class TaskStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Running results of one checkpoint on one task (KV ``stats.<task>.<checkpoint>``)."""
+
+    task_id: str
+    checkpoint_id: str
+    count: int = 0
+    """Episodes counted, any outcome."""
+    scored: int = 0
+    """Episodes that ran (any outcome but ``blocked``): the ones whose reward enters the mean."""
+    reward_sum: float = 0.0
+    reward_sq_sum: float = 0.0
+    outcomes: dict[str, int] = {}
+    episode_ids: list[str] = []
+    """Every episode counted, so a redelivered or duplicated one never lands twice."""
+    updated_at: float = 0.0
+
+    @property
+    def mean(self) -> float | None:
+        """Mean reward of the scored runs (``None`` without any)."""
+        return self.reward_sum / self.scored if self.scored else None
+
+    @property
+    def std(self) -> float | None:
+        """Population standard deviation of the scored runs' reward."""
+        if not self.scored:
+            return None
+        m = self.reward_sum / self.scored
+        return math.sqrt(max(0.0, self.reward_sq_sum / self.scored - m * m))
+
+    @property
+    def mean_rank(self) -> float | None:
+        """Mean outcome rank of the scored runs (``None`` without any)."""
+        if not self.scored:
+            return None
+        total = sum(OUTCOME_RANK[o] * n for o, n in self.outcomes.items() if o != "blocked")
+        return total / self.scored
+
+
+class PendingComparison(msgspec.Struct, frozen=True, kw_only=True):
+    """A rollout waiting for its reference (KV ``pending.<episode_id>``)."""
+
+    episode: Episode
+    since: float
+    deadline: float
+    """Unix time after which it is resolved as ``comparison_failed``."""
+
+
+class ComparedMark(msgspec.Struct, frozen=True, kw_only=True):
+    """An episode went out on ``episode.compared`` (KV ``compared.<episode_id>``)."""
+
+    verdict: Verdict | None
+    """``None`` for a passed-through reference or eval episode."""
+    at: float
+
+
+class CompareRule(msgspec.Struct, frozen=True, kw_only=True):
+    """The knobs of the episode rule."""
+
+    margin: float = 0.05
+    min_reference_runs: int = 1
+
+
+def _reward(ep: Episode) -> float:
+    if ep.reward is None or not math.isfinite(ep.reward):
+        raise ValueError(f"episode {ep.episode_id} reached comparison without a finite reward")
+    return ep.reward
+
+
+def add_episode(stats: TaskStats | None, ep: Episode, *, now: float | None = None) -> TaskStats:
+    """``stats`` (or fresh ones for the episode's task and checkpoint) with ``ep`` counted; the
+    same ``stats`` object when ``ep`` is already counted. Raises ``ValueError`` for an episode
+    without a finite reward or of another task or checkpoint."""
+    reward = _reward(ep)
+    if stats is None:
+        stats = TaskStats(task_id=ep.task_id, checkpoint_id=ep.checkpoint_id)
+    if (stats.task_id, stats.checkpoint_id) != (ep.task_id, ep.checkpoint_id):
+        raise ValueError(
+            f"episode {ep.episode_id} ({ep.task_id}, {ep.checkpoint_id}) does not belong in "
+            f"the stats of ({stats.task_id}, {stats.checkpoint_id})"
+        )
+    if ep.episode_id in stats.episode_ids:
+        return stats
+    scored = ep.outcome != "blocked"
+    outcomes = dict(stats.outcomes)
+    outcomes[ep.outcome] = outcomes.get(ep.outcome, 0) + 1
+    return msgspec.structs.replace(
+        stats,
+        count=stats.count + 1,
+        scored=stats.scored + scored,
+        reward_sum=stats.reward_sum + (reward if scored else 0.0),
+        reward_sq_sum=stats.reward_sq_sum + (reward * reward if scored else 0.0),
+        outcomes=outcomes,
+        episode_ids=[*stats.episode_ids, ep.episode_id],
+        updated_at=time.time() if now is None else now,
+    )
+
+
+def _without(stats: TaskStats, ep: Episode) -> TaskStats:
+    """``stats`` as if ``ep`` had never been counted (an episode is never its own reference)."""
+    if ep.episode_id not in stats.episode_ids:
+        return stats
+    reward = _reward(ep)
+    scored = ep.outcome != "blocked"
+    outcomes = dict(stats.outcomes)
+    outcomes[ep.outcome] -= 1
+    if not outcomes[ep.outcome]:
+        del outcomes[ep.outcome]
+    return msgspec.structs.replace(
+        stats,
+        count=stats.count - 1,
+        scored=stats.scored - scored,
+        reward_sum=stats.reward_sum - (reward if scored else 0.0),
+        reward_sq_sum=stats.reward_sq_sum - (reward * reward if scored else 0.0),
+        outcomes=outcomes,
+        episode_ids=[i for i in stats.episode_ids if i != ep.episode_id],
+    )
+
+
+def reference_for(ep: Episode, ref: TaskStats | None) -> TaskStats | None:
+    """The reference statistics ``ep`` is measured against: ``ref`` without ``ep`` itself."""
+    return None if ref is None else _without(ref, ep)
+
+
+def _failed(ep: Episode, reason: str, ref: TaskStats | None = None) -> ComparisonResult:
+    return ComparisonResult(
+        verdict="comparison_failed",
+        reference_checkpoint=ep.reference_checkpoint or None,
+        reference_runs=ref.scored if ref is not None else 0,
+        reason=reason,
+    )
+
+
+def _rank_verdict(outcome: Outcome, ref_mean_rank: float) -> Verdict:
+    gap = OUTCOME_RANK[outcome] - ref_mean_rank
+    if gap > 0.5 + EPS:
+        return "better"
+    if gap < -0.5 - EPS:
+        return "worse"
+    return "same"
+
+
+def decide(ep: Episode, ref: TaskStats | None, rule: CompareRule) -> ComparisonResult | None:
+    """The comparison of rollout ``ep`` with the reference statistics ``ref`` (those of
+    (task, ``ep.reference_checkpoint``), as stored); ``None`` when it must wait for more
+    reference runs. Raises ``ValueError`` for an episode without a finite reward."""
+    reward = _reward(ep)
+    if not ep.reference_checkpoint:
+        return _failed(ep, "no reference")
+    if ep.outcome == "blocked":
+        return _failed(ep, "the episode could not run (blocked): nothing to compare")
+    ref = reference_for(ep, ref)
+    if ref is None or ref.scored < max(1, rule.min_reference_runs):
+        return None
+    assert ref.mean is not None and ref.mean_rank is not None
+    delta = reward - ref.mean
+    if delta > rule.margin + EPS:
+        verdict: Verdict = "better"
+        why = f"reward beats the reference mean by {delta:+.4g} (margin {rule.margin:g})"
+    elif delta < -rule.margin - EPS:
+        verdict = "worse"
+        why = f"reward trails the reference mean by {delta:+.4g} (margin {rule.margin:g})"
+    else:
+        verdict = _rank_verdict(ep.outcome, ref.mean_rank)
+        why = (
+            f"reward within the margin ({delta:+.4g}); outcome {ep.outcome} "
+            f"(rank {OUTCOME_RANK[ep.outcome]}) vs reference mean rank {ref.mean_rank:.3g}"
+        )
+    return ComparisonResult(
+        verdict=verdict,
+        reference_checkpoint=ep.reference_checkpoint,
+        delta=delta,
+        reference_reward=ref.mean,
+        reference_runs=ref.scored,
+        reason=why,
+    )
+
+
+def expire(
+    ep: Episode, ref: TaskStats | None, rule: CompareRule, waited_s: float
+) -> ComparisonResult:
+    """The verdict of a rollout whose deadline passed: the normal one if the reference is usable
+    by now, else ``comparison_failed`` saying why."""
+    result = decide(ep, ref, rule)
+    if result is not None:
+        return result
+    ref = reference_for(ep, ref)
+    need = max(1, rule.min_reference_runs)
+    if ref is not None and ref.count and not ref.scored:
+        reason = f"reference could not run: all {ref.count} reference runs blocked"
+    elif ref is not None and ref.scored:
+        reason = f"only {ref.scored} usable reference runs within {waited_s:.3g}s, need {need}"
+    else:
+        reason = (
+            f"no reference results for {ep.reference_checkpoint} on {ep.task_id} "
+            f"within {waited_s:.3g}s"
+        )
+    return _failed(ep, reason, ref)
+
+
+def with_comparison(
+    ep: Episode, result: ComparisonResult | None, *, now: float | None = None
+) -> Episode:
+    """``ep`` with its comparison set (``None`` for pass-through) and ``compared`` stage stamp."""
+    stages = dict(ep.timings.stages)
+    stages["compared"] = time.time() if now is None else now
+    return msgspec.structs.replace(
+        ep, comparison=result, timings=msgspec.structs.replace(ep.timings, stages=stages)
+    )
+
+
+def mark_compared(result: ComparisonResult | None, *, now: float | None = None) -> ComparedMark:
+    return ComparedMark(
+        verdict=None if result is None else result.verdict, at=time.time() if now is None else now
+    )
+
+
+# -- the epoch verdict ------------------------------------------------------------------------------
+
+
+def sign_test_p(wins: int, losses: int) -> float:
+    """Exact two-sided sign test: the probability, under a fair coin, of a split at least as
+    lopsided as ``wins`` vs ``losses``. 1.0 when there is nothing to test."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+def bootstrap_ci(
+    values: list[float], *, confidence: float, resamples: int, seed: int
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values``: ``resamples`` means of ``len``
+    draws with replacement from ``random.Random(seed)``, sorted; the bounds are the nearest-rank
+    quantiles ``alpha/2`` and ``1 - alpha/2``. Deterministic for a seed and an order of values.
+    Raises ``ValueError`` for no values, a confidence outside (0, 1) or no resamples."""
+    if not values:
+        raise ValueError("bootstrap needs at least one value")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    alpha = 1.0 - confidence
+
+    def quantile(q: float) -> float:
+        return means[min(resamples - 1, max(0, math.ceil(q * resamples) - 1))]
+
+    return quantile(alpha / 2), quantile(1.0 - alpha / 2)
+
+
+def _pairs(
+    req: EpochVerdictRequest, candidate: Iterable[TaskStats], reference: Iterable[TaskStats]
+) -> list[tuple[TaskStats, TaskStats]]:
+    wanted = set(req.tasks)
+    ref_by_task = {s.task_id: s for s in reference if s.scored}
+    pairs = [
+        (c, ref_by_task[c.task_id])
+        for c in candidate
+        if c.scored and c.task_id in ref_by_task and (not wanted or c.task_id in wanted)
+    ]
+    return sorted(pairs, key=lambda p: p[0].task_id)
+
+
+def epoch_verdict(
+    req: EpochVerdictRequest,
+    candidate: Iterable[TaskStats],
+    reference: Iterable[TaskStats],
+    *,
+    resamples: int,
+    seed: int,
+) -> EpochVerdict:
+    """The paired verdict of ``req.candidate`` against ``req.reference`` from their per-task
+    statistics (see the module docstring for the rule). Raises ``ValueError`` for a negative
+    margin or a confidence outside (0, 1)."""
+    if not req.margin >= 0:
+        raise ValueError(f"margin must be >= 0, got {req.margin}")
+    if not 0.0 < req.confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {req.confidence}")
+    pairs = _pairs(req, candidate, reference)
+    base = dict(candidate=req.candidate, reference=req.reference)
+    if not pairs:
+        return EpochVerdict(
+            verdict="comparison_failed",
+            **base,
+            reason=f"no task has scored results of both {req.candidate} and {req.reference}",
+        )
+    deltas = [
+        TaskDelta(
+            task_id=c.task_id,
+            candidate_mean=c.reward_sum / c.scored,
+            reference_mean=r.reward_sum / r.scored,
+            candidate_runs=c.scored,
+            reference_runs=r.scored,
+            delta=c.reward_sum / c.scored - r.reward_sum / r.scored,
+        )
+        for c, r in pairs
+    ]
+    values = [d.delta for d in deltas]
+    wins = sum(v > req.margin + EPS for v in values)
+    losses = sum(v < -req.margin - EPS for v in values)
+    ties = len(values) - wins - losses
+    p = sign_test_p(wins, losses)
+    mean_delta = math.fsum(values) / len(values)
+    lo, hi = bootstrap_ci(values, confidence=req.confidence, resamples=resamples, seed=seed)
+    alpha = 1.0 - req.confidence
+    significant = p <= alpha + EPS
+    if mean_delta > req.margin + EPS and lo > 0 and wins > losses and significant:
+        verdict: Verdict = "better"
+    elif mean_delta < -req.margin - EPS and hi < 0 and losses > wins and significant:
+        verdict = "worse"
+    else:
+        verdict = "same"
+    reason = (
+        f"{len(values)} tasks: {wins} wins, {losses} losses, {ties} ties (margin {req.margin:g}); "
+        f"mean delta {mean_delta:+.4g}, {req.confidence:g} CI [{lo:+.4g}, {hi:+.4g}], "
+        f"sign test p={p:.4g} (alpha {alpha:.3g})"
+    )
+    return EpochVerdict(
+        verdict=verdict,
+        **base,
+        tasks=len(values),
+        wins=wins,
+        losses=losses,
+        ties=ties,
+        mean_delta=mean_delta,
+        ci_low=lo,
+        ci_high=hi,
+        sign_test_p=p,
+        reason=reason,
+        deltas=deltas,
+    )
