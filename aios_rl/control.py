@@ -16,13 +16,14 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator
+from typing import Literal
 
 import msgspec
 import nats.errors
 import nats.js.errors
 from nats.js.kv import KeyValue
 
-from contracts import ControlSnapshot, ControlState
+from contracts import ControlSnapshot, ControlState, Names
 from contracts.subjects import BUCKET_CONTROL
 
 from . import _kv
@@ -200,6 +201,14 @@ class ControlStore:
             f"control key {key!r}: lost the compare-and-set {self._max_attempts} times in a row",
             key=key,
         )
+
+    async def all(self, owner: Literal["campaign", "rail", "gateway"]) -> list[ControlSnapshot]:
+        """The newest snapshot of every key of one owner (``campaign.*``, ...), by key."""
+        pattern = _kv.family(Names.key_control(owner, "x"))
+        with _translated(f"list control {pattern!r}"):
+            entries = await _kv.read(self._bus.js, self._bucket, pattern, history=False)
+        snaps = [s for s in map(_decode, entries) if s is not None]
+        return sorted(snaps, key=lambda s: s.key)
 
     async def history(self, key: str) -> list[ControlSnapshot]:
         """Every kept snapshot of ``key`` (the last 32 writes), oldest first."""

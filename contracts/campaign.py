@@ -20,6 +20,7 @@ __all__ = [
     "ControlSnapshot",
     "ControlState",
     "EnvEpochStats",
+    "EpochArrivals",
     "EpochRecord",
     "GatewaySettings",
     "RailState",
@@ -113,6 +114,7 @@ class EnvEpochStats(msgspec.Struct, frozen=True, kw_only=True):
     failure: int = 0
     blocked: int = 0
     mean_reward: float = 0.0
+    reward_sum: float = 0.0
 
 
 class EpochRecord(Message, frozen=True, kw_only=True):
@@ -138,6 +140,22 @@ class EpochRecord(Message, frozen=True, kw_only=True):
     lane_counts: dict[str, int] = {}
     timings: dict[str, float] = {}
     """Phase -> unix seconds when it began."""
+
+
+class EpochArrivals(Message, frozen=True, kw_only=True):
+    """Which scheduled episodes of an epoch came back (each counted once), with their numbers.
+    Kept in KV ``ledger`` under ``Names.key_arrivals``."""
+
+    SCHEMA = "epoch_arrivals.v1"
+
+    campaign_id: str
+    epoch: int
+    episode_ids: list[str] = []
+    per_env: dict[str, EnvEpochStats] = {}
+    """Rollouts only, per environment."""
+    verdicts: dict[str, int] = {}
+    """Rollouts' comparison verdicts (better / same / worse / comparison_failed)."""
+    references: int = 0
 
 
 class CampaignStatus(Message, frozen=True, kw_only=True):
@@ -173,6 +191,15 @@ class CampaignState(msgspec.Struct, frozen=True, kw_only=True, tag="campaign", t
     phase: EpochPhase = "collect"
     degradation_streak: int = 0
     stable_streak: int = 0
+    epoch_started_at: float = 0.0
+    candidate: str | None = None
+    """The checkpoint the epoch's rollouts run under (``active`` when the epoch began)."""
+    reference: str | None = None
+    """The checkpoint it is compared against (``pre_update_ref``, or the candidate itself)."""
+    tasks: list[str] = []
+    """The epoch's tasks as ``<environment>/<task_id>``, fixed before any job is published."""
+    jobs_published: bool = False
+    failure: str = ""
 
 
 class RailState(msgspec.Struct, frozen=True, kw_only=True, tag="rail", tag_field="owner"):

@@ -181,6 +181,11 @@ class Names:
         return f"{_token(campaign_id, 'campaign id')}.{epoch:06d}"
 
     @staticmethod
+    def key_arrivals(campaign_id: str, epoch: int) -> str:
+        """The campaign's record of which scheduled episodes of an epoch have come back."""
+        return f"arrivals.{_token(campaign_id, 'campaign id')}.{epoch:06d}"
+
+    @staticmethod
     def key_task_stats(task_id: str, checkpoint_id: str) -> str:
         """Comparison's running statistics of one checkpoint on one task."""
         return f"stats.{_token(task_id, 'task id')}.{_token(checkpoint_id, 'checkpoint id')}"
@@ -298,12 +303,14 @@ def topology(names: Names) -> Topology:
                 name=rollouts,
                 subjects=[names.rollout_job("*")],
                 max_age_s=7 * DAY,
+                duplicate_window_s=3600.0,
                 description="Rollout jobs, one subject per environment.",
             ),
             StreamSpec(
                 name=episodes,
                 subjects=[names.episode(">")],
                 max_age_s=14 * DAY,
+                duplicate_window_s=3600.0,
                 description="Every episode at every pipeline stage.",
             ),
             StreamSpec(

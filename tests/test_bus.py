@@ -668,7 +668,9 @@ def test_load_settings_bad_value_exits_2_with_one_line(
     assert mentions in lines[0]
 
 
-async def test_a_background_task_that_swallows_cancellation_cannot_hang_shutdown(bus: Bus, names: Names) -> None:
+async def test_a_background_task_that_swallows_cancellation_cannot_hang_shutdown(
+    bus: Bus, names: Names
+) -> None:
     svc = make_service(bus, "stubborn", shutdown_grace_s=0.5)
     started = asyncio.Event()
     ignored = 0
@@ -691,7 +693,9 @@ async def test_a_background_task_that_swallows_cancellation_cannot_hang_shutdown
     assert ignored == 3
 
 
-async def test_a_failing_background_task_stops_the_service_and_raises(bus: Bus, names: Names) -> None:
+async def test_a_failing_background_task_stops_the_service_and_raises(
+    bus: Bus, names: Names
+) -> None:
     svc = make_service(bus, "fragile")
 
     async def fragile() -> None:

@@ -188,3 +188,19 @@ async def test_a_value_that_is_not_a_snapshot_raises(
     await kv.put(RAIL, b'{"not": "a snapshot"}')
     with pytest.raises(CorruptControlError, match="not a snapshot"):
         await store.load(RAIL)
+
+
+async def test_all_lists_the_newest_snapshot_of_every_key_of_an_owner(bus) -> None:
+    from aios_rl.control import ControlStore
+    from contracts import GatewaySettings, Names, RailState
+
+    store = ControlStore(bus)
+    for ident in ("b", "a"):
+        await store.update(Names.key_control("rail", ident), lambda s: s, init=lambda: RailState())
+    await store.update(Names.key_control("rail", "a"), lambda s: RailState(mode="live"))
+    await store.update(Names.key_control("gateway"), lambda s: s, init=lambda: GatewaySettings())
+    snaps = await store.all("rail")
+    assert [s.key for s in snaps] == ["rail.a", "rail.b"]
+    assert snaps[0].state == RailState(mode="live") and snaps[0].version == 2
+    assert [s.key for s in await store.all("gateway")] == ["gateway.default"]
+    assert await store.all("campaign") == []

@@ -27,10 +27,23 @@ from contracts import (
 )
 
 
-async def _start(module: str, nats_url: str, names: Names, **env: str) -> asyncio.subprocess.Process:
-    full = {**os.environ, "NATS_URL": nats_url, "AIOS_NAMESPACE": names.namespace, "AIOS_LOG_FORMAT": "json", **env}
+async def _start(
+    module: str, nats_url: str, names: Names, **env: str
+) -> asyncio.subprocess.Process:
+    full = {
+        **os.environ,
+        "NATS_URL": nats_url,
+        "AIOS_NAMESPACE": names.namespace,
+        "AIOS_LOG_FORMAT": "json",
+        **env,
+    }
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", module, env=full, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        sys.executable,
+        "-m",
+        module,
+        env=full,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
     )
 
 
@@ -47,9 +60,13 @@ async def _until_serving(bus: Bus, deadline: float) -> ActResponse:
         async for pointers in CheckpointRegistry(bus).watch():
             if pointers.active:
                 break
-        while not any(v.name == "sampler" for v in await discover(bus.nc, namespace=bus.names.namespace)):
+        while not any(
+            v.name == "sampler" for v in await discover(bus.nc, namespace=bus.names.namespace)
+        ):
             pass  # each discovery round waits for replies: no busy loop
-        while True:  # the sampler loads the active checkpoint (about a second): ask until it answers
+        while (
+            True
+        ):  # the sampler loads the active checkpoint (about a second): ask until it answers
             try:
                 return await _act(bus, probe)
             except RemoteError as exc:
@@ -65,24 +82,53 @@ async def _rollouts(bus: Bus, campaign: str, groups: int = 12, size: int = 4) ->
         colour, d = task.context()
         for k in range(size):
             eid = f"{campaign}-g{g}-k{k}"
-            r = await _act(bus, ActRequest(episode_id=eid, step=0, observation=d.observation, candidates=list(d.candidates)))
+            r = await _act(
+                bus,
+                ActRequest(
+                    episode_id=eid, step=0, observation=d.observation, candidates=list(d.candidates)
+                ),
+            )
             reward = 1.0 if r.action == task.rule[colour] else 0.0
             ep = Episode(
-                episode_id=eid, environment="orchestrator", task_id=colour, campaign_id=campaign, epoch=0,
-                checkpoint_id=r.checkpoint_id, group_id=f"{campaign}-g{g}", outcome="success" if reward else "failure",
-                env_reward=reward, reward=reward,
-                comparison=ComparisonResult(verdict="better" if reward else "worse", reference_checkpoint=r.checkpoint_id),
-                trajectory=[TrajectoryStep(index=0, observation=d.observation, candidates=list(d.candidates),
-                                           action=r.action, action_index=r.action_index, logprob=r.logprob)],
+                episode_id=eid,
+                environment="orchestrator",
+                task_id=colour,
+                campaign_id=campaign,
+                epoch=0,
+                checkpoint_id=r.checkpoint_id,
+                group_id=f"{campaign}-g{g}",
+                outcome="success" if reward else "failure",
+                env_reward=reward,
+                reward=reward,
+                comparison=ComparisonResult(
+                    verdict="better" if reward else "worse", reference_checkpoint=r.checkpoint_id
+                ),
+                trajectory=[
+                    TrajectoryStep(
+                        index=0,
+                        observation=d.observation,
+                        candidates=list(d.candidates),
+                        action=r.action,
+                        action_index=r.action_index,
+                        logprob=r.logprob,
+                    )
+                ],
             )
-            await bus.publish_durable(bus.names.episode("compared", "orchestrator"), ep, msg_id=f"{eid}:compared")
+            await bus.publish_durable(
+                bus.names.episode("compared", "orchestrator"), ep, msg_id=f"{eid}:compared"
+            )
             episodes.append(ep)
     return episodes
 
 
 @pytest.mark.slow
-async def test_update_moves_active_and_the_sampler_hot_reloads(bus: Bus, nats_url: str, names: Names) -> None:
-    procs = [await _start("services.trainer", nats_url, names), await _start("services.sampler", nats_url, names)]
+async def test_update_moves_active_and_the_sampler_hot_reloads(
+    bus: Bus, nats_url: str, names: Names
+) -> None:
+    procs = [
+        await _start("services.trainer", nats_url, names),
+        await _start("services.sampler", nats_url, names),
+    ]
     try:
         first = await _until_serving(bus, 60)
         registry = CheckpointRegistry(bus)
@@ -90,15 +136,25 @@ async def test_update_moves_active_and_the_sampler_hot_reloads(bus: Bus, nats_ur
         assert first.checkpoint_id == initial
         since = time.time() - 1
         await _rollouts(bus, "camp1")
-        probe = ActRequest(episode_id="fixed", step=3, observation="the light shows red",
-                           candidates=["press alpha", "press bravo", "press charlie", "press delta"])
+        probe = ActRequest(
+            episode_id="fixed",
+            step=3,
+            observation="the light shows red",
+            candidates=["press alpha", "press bravo", "press charlie", "press delta"],
+        )
         before = await _act(bus, probe)
 
         result = await bus.request(
             names.trainer_update(),
-            TrainerUpdate(update_id="u1", campaign_id="camp1", epoch=0, since=since,
-                          settings=TrainerSettings(learning_rate=1e-2, update_epochs=4, seed=1)),
-            TrainerUpdateResult, timeout=120,
+            TrainerUpdate(
+                update_id="u1",
+                campaign_id="camp1",
+                epoch=0,
+                since=since,
+                settings=TrainerSettings(learning_rate=1e-2, update_epochs=4, seed=1),
+            ),
+            TrainerUpdateResult,
+            timeout=120,
         )
         assert result.parent_id == initial and result.checkpoint_id != initial
         assert result.samples > 0 and "loss" in result.metrics and "clip_fraction" in result.metrics
@@ -113,14 +169,19 @@ async def test_update_moves_active_and_the_sampler_hot_reloads(bus: Bus, nats_ur
         assert now.logprob != before.logprob
         # The older checkpoint is still served by id, exactly as before.
         old = await _act(bus, ActRequest(**{**_fields(probe), "checkpoint_id": initial}))
-        assert old.checkpoint_id == initial and old.logprob == pytest.approx(before.logprob, abs=1e-6)
+        assert old.checkpoint_id == initial and old.logprob == pytest.approx(
+            before.logprob, abs=1e-6
+        )
         assert old.action == before.action
 
         # Nothing to learn from is a typed error, not a crash.
         with pytest.raises(RemoteError) as err:
-            await bus.request(names.trainer_update(),
-                              TrainerUpdate(update_id="u2", campaign_id="nobody", since=time.time()),
-                              TrainerUpdateResult, timeout=60)
+            await bus.request(
+                names.trainer_update(),
+                TrainerUpdate(update_id="u2", campaign_id="nobody", since=time.time()),
+                TrainerUpdateResult,
+                timeout=60,
+            )
         assert err.value.code == "422"
         # Unknown checkpoint ids are a 404 from the sampler.
         with pytest.raises(RemoteError) as err:

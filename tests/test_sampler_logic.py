@@ -17,7 +17,9 @@ async def test_concurrent_requests_share_one_batch_per_key() -> None:
         return [i * 10 for i in items]
 
     b: Batcher[int, int] = Batcher(run, max_batch=8, max_wait_s=0.05)
-    results = await asyncio.gather(*(b.submit("ckpt-a", i) for i in range(5)), *(b.submit("ckpt-b", i) for i in range(3)))
+    results = await asyncio.gather(
+        *(b.submit("ckpt-a", i) for i in range(5)), *(b.submit("ckpt-b", i) for i in range(3))
+    )
     assert results == [0, 10, 20, 30, 40, 0, 10, 20]
     assert sorted(calls) == [("ckpt-a", [0, 1, 2, 3, 4]), ("ckpt-b", [0, 1, 2])]
 

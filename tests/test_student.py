@@ -244,3 +244,15 @@ def test_negative_lane_kl_keeps_the_policy_near_the_reference() -> None:
 def test_empty_batch_is_an_error() -> None:
     with pytest.raises(StudentError, match="empty"):
         update(new_student(), None, build_batch([], config=UpdateConfig()), UpdateConfig())
+
+
+def test_extreme_log_ratios_stay_finite() -> None:
+    logp = torch.tensor([[0.0], [-200.0]], requires_grad=True)
+    old = torch.tensor([[-200.0], [0.0]])
+    loss, _ = clipped_surrogate(
+        logp, old, torch.tensor([[-1.0], [1.0]]), clip_low=0.2, clip_high=0.28
+    )
+    loss.sum().backward()
+    assert torch.isfinite(loss).all() and torch.isfinite(logp.grad).all()
+    for est in ("k1", "k2", "k3"):
+        assert torch.isfinite(kl_penalty(torch.tensor([0.0]), torch.tensor([-500.0]), est)).all()  # type: ignore[arg-type]

@@ -9,12 +9,17 @@ from aios_rl.tap import _streams_for
 from contracts import Names
 
 
-async def test_streams_for_pages_through_more_streams_than_one_api_page(bus: Bus, names: Names) -> None:
+async def test_streams_for_pages_through_more_streams_than_one_api_page(
+    bus: Bus, names: Names
+) -> None:
     # The JetStream API lists 256 streams a page; put ours behind more than a page of others.
     for i in range(270):
         await bus.js.add_stream(
-            api.StreamConfig(name=f"{names.namespace}_A{i:03d}", subjects=[names.subject("filler", str(i))],
-                             storage=api.StorageType.MEMORY)
+            api.StreamConfig(
+                name=f"{names.namespace}_A{i:03d}",
+                subjects=[names.subject("filler", str(i))],
+                storage=api.StorageType.MEMORY,
+            )
         )
     pairs = await _streams_for(bus, names.episode("rewarded", "*"))
     assert pairs == [(names.stream("EPISODES"), names.episode("rewarded", "*"))]

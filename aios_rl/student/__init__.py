@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import io
+import os
+from typing import Any
 
 import torch
 
 from .base import ActOutput, Decision, Evaluation, Regime, StudentBackend, StudentError
+from .hf import HFConfig, HFStudent
 from .tiny import TinyConfig, TinyStudent
 
 __all__ = [
     "ActOutput",
     "Decision",
     "Evaluation",
+    "HFConfig",
+    "HFStudent",
     "Regime",
     "StudentBackend",
     "StudentError",
@@ -23,14 +28,37 @@ __all__ = [
 ]
 
 
-def new_student(backend: str = "tiny", *, seed: int = 0) -> TinyStudent:
-    """A freshly initialised student. Raises ``StudentError`` for an unknown backend."""
+def new_student(
+    backend: str = "tiny",
+    *,
+    seed: int = 0,
+    model_path: str | os.PathLike[str] | None = None,
+    **settings: Any,
+) -> StudentBackend:
+    """A freshly initialised student. ``tiny`` takes only ``seed``; ``hf`` needs ``model_path``
+    (a local Hugging Face model directory) and takes any ``HFConfig`` field as a keyword
+    (``lora_rank=8``, ``max_new_tokens=32``...). Raises ``StudentError`` for an unknown backend or
+    setting, or a model that does not load."""
     if backend == "tiny":
+        if model_path is not None or settings:
+            raise StudentError(
+                "the tiny student takes only a seed; model_path and settings are for hf"
+            )
         return TinyStudent(TinyConfig(seed=seed))
-    raise StudentError(f"unknown student backend {backend!r}; known: tiny")
+    if backend == "hf":
+        if model_path is None:
+            raise StudentError(
+                "the hf student needs model_path, a local Hugging Face model directory"
+            )
+        try:
+            config = HFConfig(seed=seed, **settings)
+        except TypeError as exc:
+            raise StudentError(f"unknown hf student setting: {exc}") from exc
+        return HFStudent.from_pretrained(model_path, config)
+    raise StudentError(f"unknown student backend {backend!r}; known: tiny, hf")
 
 
-def load_student(data: bytes) -> TinyStudent:
+def load_student(data: bytes) -> StudentBackend:
     """A student from checkpoint bytes. Raises ``StudentError`` when they are not a checkpoint."""
     try:
         payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
@@ -39,4 +67,6 @@ def load_student(data: bytes) -> TinyStudent:
     backend = payload.get("backend") if isinstance(payload, dict) else None
     if backend == "tiny":
         return TinyStudent.from_payload(payload)
+    if backend == "hf":
+        return HFStudent.from_payload(payload)
     raise StudentError(f"checkpoint names unknown backend {backend!r}")

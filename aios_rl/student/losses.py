@@ -18,6 +18,9 @@ __all__ = [
 ]
 
 KlEstimator = Literal["k1", "k2", "k3"]
+
+MAX_LOG_RATIO = 20.0
+"""Log-ratios are clamped to +-this before exponentiating (exp(20) ~ 5e8: finite in float32)."""
 Aggregation = Literal["token", "action"]
 
 
@@ -63,7 +66,9 @@ def clipped_surrogate(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token PPO/GRPO loss ``-min(r A, clip(r, 1-clip_low, 1+clip_high) A)`` and whether each
     token was clipped. ``advantages`` broadcast over tokens (``[N, 1]`` for ``[N, T]``)."""
-    ratio = torch.exp(logp - logp_old)
+    # Clamping the log-ratio keeps exp() finite when the policy has moved far (the clipped
+    # objective has no gradient out there anyway).
+    ratio = torch.exp(torch.clamp(logp - logp_old, -MAX_LOG_RATIO, MAX_LOG_RATIO))
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages
     loss = -torch.minimum(unclipped, clipped)
@@ -74,7 +79,7 @@ def clipped_surrogate(
 def kl_penalty(logp: torch.Tensor, logp_ref: torch.Tensor, estimator: KlEstimator) -> torch.Tensor:
     """Per-token estimate of KL(pi || ref) from log-probs of actions sampled from pi (Schulman's
     k1, k2, k3). ``k3`` is unbiased and always >= 0."""
-    log_ratio = logp - logp_ref
+    log_ratio = torch.clamp(logp - logp_ref, -MAX_LOG_RATIO, MAX_LOG_RATIO)
     if estimator == "k1":
         return log_ratio
     if estimator == "k2":

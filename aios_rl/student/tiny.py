@@ -141,7 +141,10 @@ class TinyStudent(nn.Module):
             row_logp = logp[i, :n]
             gen = torch.Generator().manual_seed(d.seed) if d.seed is not None else None
             idx = sample_index(logits[i, :n], regimes[i], gen)
-            entropy = float(-(row_logp.exp() * row_logp).sum())
+            probs = row_logp.exp()
+            entropy = float(
+                -torch.where(probs > 0, probs * row_logp, torch.zeros_like(probs)).sum()
+            )
             out.append(
                 ActOutput(
                     action=d.candidates[idx],
@@ -174,7 +177,7 @@ class TinyStudent(nn.Module):
         logp_all = torch.log_softmax(logits, dim=-1)
         chosen = logp_all.gather(1, torch.tensor(index).unsqueeze(1))
         safe = torch.where(mask, logp_all, torch.zeros_like(logp_all))
-        entropy = -(safe.exp() * safe).sum(-1)
+        entropy = -torch.where(safe.exp() > 0, safe.exp() * safe, torch.zeros_like(safe)).sum(-1)
         rows = [logp_all[i, : len(d.candidates)] for i, d in enumerate(decisions)]
         return Evaluation(
             logprobs=chosen,

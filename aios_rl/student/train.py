@@ -191,7 +191,11 @@ def build_batch(
 
 def _exact_kl(rows: list[torch.Tensor], ref_rows: list[torch.Tensor]) -> torch.Tensor:
     """Mean KL(pi || ref) over full candidate distributions."""
-    kls = [(r.exp() * (r - q)).sum() for r, q in zip(rows, ref_rows, strict=True)]
+    kls = []
+    for r, q in zip(rows, ref_rows, strict=True):
+        p = r.exp()
+        # 0 * log(0) is 0; a reference that gives no mass where pi does is clamped, not infinite.
+        kls.append(torch.where(p > 0, p * (r - q.clamp(min=-1e4)), torch.zeros_like(p)).sum())
     return torch.stack(kls).mean()
 
 
@@ -238,15 +242,24 @@ def update(
                 ev = model.evaluate([s.decision for s in pol], [s.action_index for s in pol])
                 logp_old = torch.tensor([[s.logp_old] for s in pol])
                 adv = torch.tensor([[s.advantage] for s in pol])
+                logp = ev.logprobs
+                if logp.shape[1] > 1:
+                    # A sample's old log-prob is its whole action's (the sum over its tokens), so
+                    # the ratio is the action's, shared by each of its tokens.
+                    logp = (
+                        torch.where(ev.mask, logp, torch.zeros_like(logp))
+                        .sum(-1, keepdim=True)
+                        .expand_as(logp)
+                    )
                 per_token, clipped = clipped_surrogate(
-                    ev.logprobs, logp_old, adv, clip_low=config.clip_low, clip_high=config.clip_high
+                    logp, logp_old, adv, clip_low=config.clip_low, clip_high=config.clip_high
                 )
                 pg = aggregate(per_token, ev.mask, config.aggregation)
                 loss = loss + pg - config.entropy_coef * ev.entropy.mean()
                 log("pg_loss", pg)
                 log("entropy", ev.entropy.mean())
                 log("clip_fraction", clipped[ev.mask].float().mean())
-                log("approx_kl_old", ((logp_old - ev.logprobs)[ev.mask]).mean())
+                log("approx_kl_old", ((logp_old - logp)[ev.mask]).mean())
                 if reference is not None and config.kl_coef > 0:
                     with torch.no_grad():
                         ref = reference.evaluate(

@@ -51,7 +51,9 @@ class Sampler:
         model = await asyncio.to_thread(load_student, data)
         model.eval()
         self.cache.put(checkpoint_id, model, pin=self.active)
-        self.log.info("sampler.checkpoint_loaded", checkpoint_id=checkpoint_id, cached=len(self.cache))
+        self.log.info(
+            "sampler.checkpoint_loaded", checkpoint_id=checkpoint_id, cached=len(self.cache)
+        )
         return model
 
     async def _run_batch(self, checkpoint_id: str, jobs: list[Job]) -> list[ActOutput]:

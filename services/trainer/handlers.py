@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import math
 
 import nats.errors
+import torch
 from nats.js import api
 from nats.micro.service import ServiceError
 
@@ -165,6 +167,12 @@ class Trainer:
             offline=len(neutral) + len(positive) + len(negative),
         )
         metrics = await asyncio.to_thread(update, model, reference, train_batch, config)
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            raise PermanentError(
+                f"update {req.update_id} diverged: the weights are no longer finite "
+                f"(learning rate {config.learning_rate}); nothing was stored"
+            )
+        metrics = {k: v for k, v in metrics.items() if math.isfinite(v)}  # JSON has no NaN
         weights = await asyncio.to_thread(model.to_bytes)
         meta = await self.registry.store(
             weights,

@@ -1,0 +1,657 @@
+"""``hf``: any local Hugging Face causal language model as the student.
+
+A short prompt template turns an observation (and its candidate list) into text. With candidates,
+the model scores each one by the log-likelihood of its tokens after the prompt (closed by the
+end-of-sequence token: an action is a complete string) and samples among them under the regime;
+without candidates it writes a free-text action token by token. Either way the reported log-prob
+is the sum of the action's token log-probs under the raw model, and ``evaluate`` returns exactly
+those tokens' log-probs as ``[N, T]``. A linear value head (trained on detached features, so the critic
+never moves the language model) and a fixed seeded projection (the hidden-state summary for RAIL)
+read the last hidden state of the prompt. Optional LoRA through
+``peft``; otherwise the whole model trains.
+
+``transformers`` (and ``peft``) are imported only when a model is built, so the tiny backend never
+needs them. Nothing here downloads: models come from a local directory, objects in memory, or
+checkpoint bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import io
+import tempfile
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .base import ActOutput, Decision, Evaluation, Regime, StudentError
+from .tiny import sample_index
+
+__all__ = ["HFConfig", "HFStudent"]
+
+PAYLOAD_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class HFConfig:
+    """How the hf student prompts, decodes, trains and is rebuilt."""
+
+    model_path: str | None = None
+    """Local model directory the weights came from (``None`` for a model built in memory). LoRA
+    checkpoints of a model from a directory hold only the adapter and reload the base from here."""
+    prompt_template: str = "Observation:\n{observation}\n{candidates}Action:"
+    """The prompt; ``{observation}`` and ``{candidates}`` appear exactly once each."""
+    candidates_header: str = "Candidates:\n"
+    """Opens the candidate block (left out, like the block, when there are no candidates)."""
+    candidate_line: str = "- {candidate}\n"
+    """One line of the candidate block."""
+    action_prefix: str = " "
+    """Put between the prompt and the action's text (both when scoring and when writing)."""
+    max_prompt_tokens: int = 1024
+    """Prompt length cap; a longer observation keeps its head and tail tokens."""
+    max_new_tokens: int = 64
+    """Length cap of a free-text action."""
+    greedy_temperature: float = 0.05
+    """Regimes at or below this temperature take the most likely candidate or token."""
+    forward_batch: int = 64
+    """Sequences per forward pass (a larger request runs in chunks)."""
+    lora_rank: int = 0
+    """LoRA rank through ``peft``; 0 (or ``peft`` missing) trains the full model."""
+    lora_alpha: float = 16.0
+    """LoRA scaling numerator."""
+    lora_dropout: float = 0.0
+    """LoRA dropout (the policy runs without dropout, so keep 0 for exact PPO ratios)."""
+    lora_targets: tuple[str, ...] = ()
+    """Module names LoRA adapts; empty: ``peft``'s default for the architecture."""
+    summary_dim: int = 8
+    """Length of the hidden-state summary given to RAIL."""
+    dtype: str = "float32"
+    """Torch dtype of the model's weights (log-probs are always computed in float32)."""
+    seed: int = 0
+    """Seeds the value head, the summary projection and the LoRA initialisation."""
+
+    def __post_init__(self) -> None:
+        t = self.prompt_template
+        if t.count("{observation}") != 1 or t.count("{candidates}") != 1:
+            raise StudentError(
+                "prompt_template must contain {observation} and {candidates} exactly once each"
+            )
+        if "{candidate}" not in self.candidate_line:
+            raise StudentError("candidate_line must contain {candidate}")
+        if self.max_prompt_tokens < 1 or self.max_new_tokens < 1 or self.forward_batch < 1:
+            raise StudentError("max_prompt_tokens, max_new_tokens and forward_batch must be >= 1")
+        if self.lora_rank < 0 or self.summary_dim < 1:
+            raise StudentError("lora_rank must be >= 0 and summary_dim >= 1")
+        if not isinstance(getattr(torch, self.dtype, None), torch.dtype):
+            raise StudentError(f"dtype {self.dtype!r} is not a torch dtype")
+
+
+# -- optional imports, translated once ----------------------------------------------------------------
+
+
+def _transformers() -> Any:
+    try:
+        import transformers
+    except ImportError as exc:
+        raise StudentError(
+            "the hf student needs transformers; install it with `pip install aios-rl[hf]`"
+        ) from exc
+    return transformers
+
+
+def _peft() -> Any | None:
+    try:
+        import peft
+    except ImportError:
+        return None
+    return peft
+
+
+def _max_positions(config: Any) -> int | None:
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+@dataclass
+class _Scored:
+    """Teacher-forced pass over ``S`` prompt + action sequences."""
+
+    token_logp: torch.Tensor
+    """``[S, T]`` log-prob of each action token (left-aligned, 0 beyond the mask)."""
+    mask: torch.Tensor
+    """``[S, T]`` which entries are action tokens."""
+    token_entropy: torch.Tensor
+    """``[S, T]`` entropy of the next-token distribution at each action token."""
+    prompt_hidden: torch.Tensor
+    """``[S, H]`` last hidden state at the prompt's last token (float32)."""
+
+
+class HFStudent(nn.Module):
+    """A Hugging Face causal LM as a student backend (see module docstring).
+
+    Build it from objects with ``HFStudent(model, tokenizer, config)``, from a local directory with
+    ``HFStudent.from_pretrained(path)``, or from checkpoint bytes through ``load_student``. The
+    model always runs without dropout (PPO ratios must compare like with like)."""
+
+    name = "hf"
+
+    def __init__(self, model: Any, tokenizer: Any, config: HFConfig | None = None) -> None:
+        super().__init__()
+        config = config or HFConfig()
+        _transformers()
+        if tokenizer.eos_token_id is None:
+            raise StudentError(
+                "the tokenizer has no end-of-sequence token; set one (tokenizer.eos_token) "
+                "so actions can end"
+            )
+        self.tokenizer = tokenizer
+        self.eos_id = int(tokenizer.eos_token_id)
+        self.pad_id = int(
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        )
+        self.bos_id = int(tokenizer.bos_token_id) if tokenizer.bos_token_id is not None else None
+        self.max_positions = _max_positions(model.config)
+        # transformers renamed the KV-cache argument from ``past_key_values`` to ``cache``.
+        self._cache_arg = (
+            "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        )
+        self._model_config_json = model.config.to_json_string(use_diff=False)
+        self._tokenizer_files = _tokenizer_files(tokenizer)
+        model = model.to(getattr(torch, config.dtype))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            if config.lora_rank > 0:
+                peft = _peft()
+                if peft is None:
+                    warnings.warn(
+                        "peft is not installed: lora_rank is ignored and the full model trains",
+                        stacklevel=2,
+                    )
+                    config = dataclasses.replace(config, lora_rank=0)
+                else:
+                    model = peft.get_peft_model(
+                        model,
+                        peft.LoraConfig(
+                            r=config.lora_rank,
+                            lora_alpha=config.lora_alpha,
+                            lora_dropout=config.lora_dropout,
+                            target_modules=list(config.lora_targets) or None,
+                            task_type="CAUSAL_LM",
+                        ),
+                    )
+            hidden = getattr(model.config, "hidden_size", None) or int(
+                model.get_input_embeddings().weight.shape[1]
+            )
+            self.value_head = nn.Linear(hidden, 1)
+            self.register_buffer("summary_projection", torch.randn(hidden, config.summary_dim))
+        self.config = config
+        self.lm = model
+        self.eval()
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, config: HFConfig | None = None) -> HFStudent:
+        """A student from a local model directory (never the network). Raises ``StudentError``
+        when the directory is missing or holds no loadable causal LM and tokenizer."""
+        path = Path(path).expanduser().resolve()
+        config = dataclasses.replace(config or HFConfig(), model_path=str(path))
+        model = _load_base(str(path), config.dtype)
+        try:
+            tokenizer = _transformers().AutoTokenizer.from_pretrained(
+                str(path), local_files_only=True
+            )
+        except Exception as exc:  # transformers raises many types for a bad directory
+            raise StudentError(f"no tokenizer loads from {path}: {exc}") from exc
+        return cls(model, tokenizer, config)
+
+    # -- text into token ids --------------------------------------------------------------------------
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
+
+    def _prompt_ids(self, d: Decision) -> list[int]:
+        """Token ids of the prompt; the observation is cut to its head and tail when the prompt
+        would pass ``max_prompt_tokens`` or leave too few of the model's positions for the
+        longest candidate (or ``max_new_tokens``). Depends on the decision only, so acting and
+        evaluating see the same prompt."""
+        c = self.config
+        reserve = (
+            max(len(self._action_ids(x)) for x in d.candidates)
+            if d.candidates
+            else c.max_new_tokens + 1
+        )
+        block = ""
+        if d.candidates:
+            block = c.candidates_header + "".join(
+                c.candidate_line.replace("{candidate}", x) for x in d.candidates
+            )
+        before, after = c.prompt_template.split("{observation}")
+        head = ([self.bos_id] if self.bos_id is not None else []) + self._encode(
+            before.replace("{candidates}", block)
+        )
+        tail = self._encode(after.replace("{candidates}", block))
+        budget = c.max_prompt_tokens
+        if self.max_positions is not None:
+            budget = min(budget, self.max_positions - reserve)
+        room = budget - len(head) - len(tail)
+        if room < 1:
+            raise StudentError(
+                f"the prompt template and candidate list take {len(head) + len(tail)} tokens, "
+                f"leaving no room for the observation within {budget} prompt tokens"
+            )
+        obs = self._encode(d.observation)
+        if len(obs) > room:
+            keep = room // 2
+            obs = obs[:keep] + obs[len(obs) - (room - keep) :]
+        ids = head + obs + tail
+        if not ids:
+            raise StudentError("the prompt encodes to no tokens; give the template some text")
+        return ids
+
+    def _action_ids(self, text: str) -> list[int]:
+        """An action's tokens: its text after the prefix, then end-of-sequence."""
+        return [*self._encode(self.config.action_prefix + text), self.eos_id]
+
+    def _sequences(
+        self, decisions: Sequence[Decision], prompt_ids: list[list[int]], texts: dict[int, str]
+    ) -> tuple[list[list[int]], list[list[int]], list[range]]:
+        """Prompt and action ids of every sequence to score: each candidate of a decision with
+        candidates, the one text in ``texts`` otherwise; and each decision's rows."""
+        prompts, actions, rows = [], [], []
+        for i, d in enumerate(decisions):
+            prompt = prompt_ids[i]
+            options = d.candidates if d.candidates else (texts[i],)
+            start = len(prompts)
+            for option in options:
+                ids = self._action_ids(option)
+                if self.max_positions is not None and len(prompt) + len(ids) > self.max_positions:
+                    raise StudentError(
+                        f"prompt and action take {len(prompt) + len(ids)} tokens, more than the "
+                        f"model's {self.max_positions} positions"
+                    )
+                prompts.append(prompt)
+                actions.append(ids)
+            rows.append(range(start, len(prompts)))
+        return prompts, actions, rows
+
+    # -- forward --------------------------------------------------------------------------------------
+    def _left_padded(self, seqs: Sequence[list[int]]) -> tuple[torch.Tensor, ...]:
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            attention[i, width - len(s) :] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        return ids, attention, positions
+
+    def _score_chunk(self, prompts: list[list[int]], actions: list[list[int]]) -> _Scored:
+        ids, attention, positions = self._left_padded(
+            [p + a for p, a in zip(prompts, actions, strict=True)]
+        )
+        lengths = torch.tensor([len(a) for a in actions])
+        T = int(lengths.max())
+        out = self.lm(
+            input_ids=ids,
+            attention_mask=attention,
+            position_ids=positions,
+            output_hidden_states=True,
+            use_cache=False,
+            logits_to_keep=T + 1,
+        )
+        if out.hidden_states is None:
+            raise StudentError("the model returns no hidden states, so it has no value estimate")
+        # Sequences are right-aligned: kept logit j sits at position width - T - 1 + j, and action
+        # token t of a row with A tokens is predicted by kept logit T - A + t.
+        t = torch.arange(T)
+        mask = t.unsqueeze(0) < lengths.unsqueeze(1)
+        where = torch.where(mask, (T - lengths).unsqueeze(1) + t, 0)
+        logits = out.logits[:, -(T + 1) :].float()
+        picked = logits.gather(1, where.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+        logp_all = torch.log_softmax(picked, dim=-1)
+        targets = torch.zeros((len(actions), T), dtype=torch.long)
+        for i, a in enumerate(actions):
+            targets[i, : len(a)] = torch.tensor(a, dtype=torch.long)
+        token_logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        width = ids.shape[1]
+        last = out.hidden_states[-1][torch.arange(len(actions)), width - lengths - 1].float()
+        zero = torch.zeros(())
+        return _Scored(
+            token_logp=torch.where(mask, token_logp, zero),
+            mask=mask,
+            token_entropy=torch.where(mask, entropy, zero),
+            prompt_hidden=last,
+        )
+
+    def _score(self, prompts: list[list[int]], actions: list[list[int]]) -> _Scored:
+        """Teacher-forced log-probs of ``actions`` after ``prompts``, in chunks of
+        ``forward_batch`` sequences."""
+        step = self.config.forward_batch
+        parts = [
+            self._score_chunk(prompts[i : i + step], actions[i : i + step])
+            for i in range(0, len(prompts), step)
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        T = max(p.mask.shape[1] for p in parts)
+
+        def cat(name: str) -> torch.Tensor:
+            return torch.cat(
+                [nn.functional.pad(getattr(p, name), (0, T - p.mask.shape[1])) for p in parts]
+            )
+
+        return _Scored(
+            token_logp=cat("token_logp"),
+            mask=cat("mask"),
+            token_entropy=cat("token_entropy"),
+            prompt_hidden=torch.cat([p.prompt_hidden for p in parts]),
+        )
+
+    def _pick(self, logits: torch.Tensor, regime: Regime, generator: torch.Generator | None) -> int:
+        if regime.temperature <= self.config.greedy_temperature:
+            return int(torch.argmax(logits).item())
+        return sample_index(logits, regime, generator)
+
+    @torch.no_grad()
+    def _generate(
+        self,
+        prompts: list[list[int]],
+        regimes: list[Regime],
+        generators: list[torch.Generator | None],
+    ) -> list[str]:
+        """Free-text actions, one per prompt, written token by token (batched, KV-cached) until
+        end-of-sequence or ``max_new_tokens``."""
+        steps = self.config.max_new_tokens
+        if self.max_positions is not None:
+            steps = min(steps, self.max_positions - max(len(p) for p in prompts) - 1)
+        ids, attention, positions = self._left_padded(prompts)
+        out = self.lm(
+            input_ids=ids,
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        next_position = positions[:, -1:] + 1
+        written: list[list[int]] = [[] for _ in prompts]
+        done = [False] * len(prompts)
+        for step in range(steps):
+            logits = out.logits[:, -1].float()
+            tokens = []
+            for i in range(len(prompts)):
+                token = self.pad_id
+                if not done[i]:
+                    token = self._pick(logits[i], regimes[i], generators[i])
+                    if token == self.eos_id:
+                        done[i] = True
+                    else:
+                        written[i].append(token)
+                tokens.append(token)
+            if all(done) or step == steps - 1:
+                break
+            attention = torch.cat([attention, torch.ones((len(prompts), 1), dtype=torch.long)], 1)
+            cache = out["cache"] if self._cache_arg == "cache" else out["past_key_values"]
+            out = self.lm(
+                input_ids=torch.tensor(tokens, dtype=torch.long).unsqueeze(1),
+                attention_mask=attention,
+                position_ids=next_position,
+                use_cache=True,
+                **{self._cache_arg: cache},
+            )
+            next_position = next_position + 1
+        texts = [self.tokenizer.decode(w, skip_special_tokens=True) for w in written]
+        return [t.removeprefix(self.config.action_prefix) for t in texts]
+
+    def _summary(self, hidden: torch.Tensor) -> torch.Tensor:
+        unit = hidden / hidden.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+        return torch.tanh(unit @ self.summary_projection)
+
+    def _eval_mode(self) -> None:
+        if self.training:
+            self.eval()
+
+    # -- the backend interface ------------------------------------------------------------------------
+    @torch.no_grad()
+    def act(
+        self,
+        decisions: list[Decision],
+        regime: Regime | Sequence[Regime],
+        *,
+        want_hidden: bool = False,
+    ) -> list[ActOutput]:
+        if not decisions:
+            raise StudentError("no decisions to act on")
+        regimes = [regime] * len(decisions) if isinstance(regime, Regime) else list(regime)
+        if len(regimes) != len(decisions):
+            raise StudentError(f"{len(decisions)} decisions but {len(regimes)} regimes")
+        self._eval_mode()
+        generators = [
+            torch.Generator().manual_seed(d.seed) if d.seed is not None else None for d in decisions
+        ]
+        prompt_ids = [self._prompt_ids(d) for d in decisions]
+        free = [i for i, d in enumerate(decisions) if not d.candidates]
+        texts: dict[int, str] = {}
+        if free:
+            written = self._generate(
+                [prompt_ids[i] for i in free],
+                [regimes[i] for i in free],
+                [generators[i] for i in free],
+            )
+            texts = dict(zip(free, written, strict=True))
+        prompts, actions, rows = self._sequences(decisions, prompt_ids, texts)
+        scored = self._score(prompts, actions)
+        seq_logp = scored.token_logp.sum(-1)
+        first = torch.tensor([r.start for r in rows])
+        values = self.value_head(scored.prompt_hidden[first]).squeeze(-1)
+        summary = self._summary(scored.prompt_hidden[first]) if want_hidden else None
+        out: list[ActOutput] = []
+        for i, d in enumerate(decisions):
+            r = rows[i]
+            if d.candidates:
+                scores = seq_logp[r.start : r.stop]
+                index: int | None = self._pick(scores, regimes[i], generators[i])
+                row = r.start + index
+                cand_logp = torch.log_softmax(scores, dim=-1)
+                entropy = float(-(cand_logp.exp() * cand_logp).sum())
+                action = d.candidates[index]
+            else:
+                index, row, action = None, r.start, texts[i]
+                entropy = float(scored.token_entropy[row].sum() / scored.mask[row].sum())
+            out.append(
+                ActOutput(
+                    action=action,
+                    action_index=index,
+                    logprob=float(seq_logp[row]),
+                    entropy=entropy,
+                    value=float(values[i]),
+                    hidden=[float(x) for x in summary[i]] if summary is not None else [],
+                )
+            )
+        return out
+
+    def evaluate(self, decisions: list[Decision], actions: list[int | str]) -> Evaluation:
+        """Per-token log-probs ``[N, T]`` of the given actions (a candidate index or text for a
+        decision with candidates, the free text otherwise), with gradients; their sum over the
+        mask equals ``act``'s ``logprob`` for the same weights. ``entropy`` is over candidates
+        (mean per-token entropy for free text); ``candidate_logprobs`` are the log-softmax of the
+        candidates' summed scores (empty for free text). Raises ``StudentError`` for an action
+        that does not fit its decision."""
+        if not decisions:
+            raise StudentError("no decisions to evaluate")
+        if len(decisions) != len(actions):
+            raise StudentError(f"{len(decisions)} decisions but {len(actions)} actions")
+        self._eval_mode()
+        chosen: list[int] = []
+        texts: dict[int, str] = {}
+        for i, (d, a) in enumerate(zip(decisions, actions, strict=True)):
+            if not d.candidates:
+                if not isinstance(a, str):
+                    raise StudentError(
+                        f"action {a!r} is an index, but this observation offers no candidates "
+                        "(give the free-text action)"
+                    )
+                texts[i] = a
+                chosen.append(0)
+                continue
+            if isinstance(a, str):
+                if a not in d.candidates:
+                    raise StudentError(
+                        f"action {a[:60]!r} is not among the observation's candidates"
+                    )
+                a = d.candidates.index(a)
+            if not 0 <= a < len(d.candidates):
+                raise StudentError(
+                    f"action index {a} out of range for {len(d.candidates)} candidates"
+                )
+            chosen.append(a)
+        prompts, action_ids, rows = self._sequences(
+            decisions, [self._prompt_ids(d) for d in decisions], texts
+        )
+        scored = self._score(prompts, action_ids)
+        seq_logp = scored.token_logp.sum(-1)
+        first = torch.tensor([r.start for r in rows])
+        picked = torch.tensor([r.start + k for r, k in zip(rows, chosen, strict=True)])
+        entropy, candidate_logprobs = [], []
+        for i, d in enumerate(decisions):
+            r = rows[i]
+            if d.candidates:
+                cand_logp = torch.log_softmax(seq_logp[r.start : r.stop], dim=-1)
+                candidate_logprobs.append(cand_logp)
+                entropy.append(-(cand_logp.exp() * cand_logp).sum())
+            else:
+                candidate_logprobs.append(torch.zeros(0))
+                entropy.append(scored.token_entropy[r.start].sum() / scored.mask[r.start].sum())
+        return Evaluation(
+            logprobs=scored.token_logp[picked],
+            mask=scored.mask[picked],
+            entropy=torch.stack(entropy),
+            # The critic reads the policy's features but does not move them: a value loss through
+            # a shared language model (and one clipped gradient norm) would drown the policy's.
+            values=self.value_head(scored.prompt_hidden[first].detach()).squeeze(-1),
+            candidate_logprobs=candidate_logprobs,
+        )
+
+    # -- bytes ----------------------------------------------------------------------------------------
+    @property
+    def uses_lora(self) -> bool:
+        """Whether only LoRA adapters (and the value head) train."""
+        return self.config.lora_rank > 0
+
+    def to_bytes(self) -> bytes:
+        """The checkpoint: configuration, model config, tokenizer files, value head and weights
+        (the full state dict; for LoRA on a model from a directory, only the adapter)."""
+        lm_state = adapter_state = None
+        if self.uses_lora and self.config.model_path is not None:
+            adapter_state = _peft().get_peft_model_state_dict(self.lm)
+        else:
+            lm_state = self.lm.state_dict()
+        config = dataclasses.asdict(self.config)
+        config["lora_targets"] = list(self.config.lora_targets)
+        buf = io.BytesIO()
+        torch.save(
+            {
+                "backend": self.name,
+                "format": PAYLOAD_FORMAT,
+                "config": config,
+                "model_config": self._model_config_json,
+                "tokenizer_files": dict(sorted(self._tokenizer_files.items())),
+                "head": {
+                    "value_head.weight": self.value_head.weight.detach(),
+                    "value_head.bias": self.value_head.bias.detach(),
+                    "summary_projection": self.summary_projection,
+                },
+                "lm_state": lm_state,
+                "adapter_state": adapter_state,
+            },
+            buf,
+        )
+        return buf.getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> HFStudent:
+        """Rebuild from a loaded ``to_bytes`` payload, with no network. Raises ``StudentError``
+        when the payload is malformed or its base model directory (LoRA) is missing."""
+        try:
+            if payload.get("format") != PAYLOAD_FORMAT:
+                raise StudentError(f"hf checkpoint format {payload.get('format')!r} is unknown")
+            settings = dict(payload["config"])
+            settings["lora_targets"] = tuple(settings.get("lora_targets", ()))
+            config = HFConfig(**settings)
+            files = dict(payload["tokenizer_files"])
+            model_config_json = str(payload["model_config"])
+            head = payload["head"]
+            lm_state, adapter_state = payload["lm_state"], payload["adapter_state"]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise StudentError(f"hf checkpoint payload is malformed: {exc!r}") from exc
+        tf = _transformers()
+        with tempfile.TemporaryDirectory(prefix="aios-hf-") as tmp:
+            for name, data in files.items():
+                if Path(name).name != name:
+                    raise StudentError(f"hf checkpoint names a tokenizer file outside: {name!r}")
+                (Path(tmp) / name).write_bytes(data)
+            try:
+                tokenizer = tf.AutoTokenizer.from_pretrained(tmp, local_files_only=True)
+                (Path(tmp) / "config.json").write_text(model_config_json)
+                model_config = tf.AutoConfig.from_pretrained(tmp, local_files_only=True)
+            except Exception as exc:  # transformers raises many types for bad files
+                raise StudentError(
+                    f"hf checkpoint's tokenizer or config does not load: {exc}"
+                ) from exc
+        if config.lora_rank > 0 and _peft() is None:
+            raise StudentError("hf checkpoint was trained with LoRA; install peft to load it")
+        if adapter_state is not None:
+            if config.model_path is None:
+                raise StudentError("hf checkpoint holds only an adapter but names no base model")
+            base = _load_base(config.model_path, config.dtype)
+        else:
+            with torch.random.fork_rng(devices=[]):
+                base = tf.AutoModelForCausalLM.from_config(model_config)
+        student = cls(base, tokenizer, config)
+        student._tokenizer_files = files
+        student._model_config_json = model_config_json
+        try:
+            if adapter_state is not None:
+                result = _peft().set_peft_model_state_dict(student.lm, adapter_state)
+                if getattr(result, "unexpected_keys", None):
+                    raise StudentError(
+                        f"hf adapter does not fit the base model: {result.unexpected_keys[:3]}"
+                    )
+            else:
+                student.lm.load_state_dict(lm_state)
+            student.value_head.load_state_dict(
+                {"weight": head["value_head.weight"], "bias": head["value_head.bias"]}
+            )
+            student.summary_projection.copy_(head["summary_projection"])
+        except (RuntimeError, KeyError, TypeError) as exc:
+            raise StudentError(f"hf checkpoint weights do not fit the model: {exc}") from exc
+        student.eval()
+        return student
+
+
+def _load_base(path: str, dtype: str) -> Any:
+    if not Path(path).is_dir():
+        raise StudentError(
+            f"model directory {path} does not exist (the hf student never downloads)"
+        )
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return _transformers().AutoModelForCausalLM.from_pretrained(
+                path, local_files_only=True, dtype=getattr(torch, dtype)
+            )
+    except Exception as exc:  # transformers raises many types for a bad directory
+        raise StudentError(f"no causal language model loads from {path}: {exc}") from exc
+
+
+def _tokenizer_files(tokenizer: Any) -> dict[str, bytes]:
+    """The files ``save_pretrained`` writes for ``tokenizer``, by name."""
+    with tempfile.TemporaryDirectory(prefix="aios-hf-tok-") as tmp:
+        tokenizer.save_pretrained(tmp)
+        return {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}

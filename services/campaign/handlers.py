@@ -1,0 +1,434 @@
+"""The campaign driver: one task per running campaign walks its epochs through
+collect -> compare -> decide -> train -> done. Every transition is written to KV ``control``
+and the ledger before it takes effect, and every effect is idempotent (fixed job and episode
+ids, compare-and-set pointer moves with ``expect_active``, deterministic trainer updates), so a
+campaign killed in any phase resumes where it was without doing anything twice."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import msgspec
+import nats.js.errors
+from nats.micro.service import ServiceError
+
+from aios_rl.bus import Bus, BusError, RemoteError, get_logger
+from aios_rl.checkpoints import CheckpointRegistry, InvalidMoveError, StalePointersError
+from aios_rl.control import ControlStore
+from aios_rl.ledger import Ledger
+from contracts import (
+    CampaignState,
+    CampaignStatus,
+    ControlSnapshot,
+    Episode,
+    EpochRecord,
+    EpochVerdict,
+    EpochVerdictRequest,
+    Names,
+    PointerMove,
+    StartCampaign,
+    StatusCampaign,
+    StopCampaign,
+    TaskIndex,
+    TrainerUpdate,
+    TrainerUpdateResult,
+)
+from contracts.subjects import OBJECTS_TASKS
+
+from .logic import decide, group_id, plan_jobs, sample_tasks
+from .settings import CampaignSettings
+from .store import Arrivals
+
+
+class Campaigns:
+    """Every campaign this process drives."""
+
+    def __init__(self, bus: Bus, settings: CampaignSettings) -> None:
+        self.bus = bus
+        self.settings = settings
+        self.control = ControlStore(bus)
+        self.ledger = Ledger(bus)
+        self.registry = CheckpointRegistry(bus)
+        self.arrivals = Arrivals(bus)
+        self.drivers: dict[str, asyncio.Task[None]] = {}
+        self.wakeups: dict[str, asyncio.Event] = {}
+        self.log = get_logger()
+
+    # -- durable state ------------------------------------------------------------------------------
+    @staticmethod
+    def key(campaign_id: str) -> str:
+        return Names.key_control("campaign", campaign_id)
+
+    async def state(self, campaign_id: str) -> CampaignState | None:
+        snap, _ = await self.control.load(self.key(campaign_id))
+        return snap.state if snap is not None and isinstance(snap.state, CampaignState) else None
+
+    async def save(
+        self, campaign_id: str, fn: Callable[[CampaignState], CampaignState]
+    ) -> CampaignState:
+        def apply(s):
+            if not isinstance(s, CampaignState):
+                raise TypeError(f"control key {self.key(campaign_id)} holds no campaign")
+            return fn(s)
+
+        snap: ControlSnapshot = await self.control.update(self.key(campaign_id), apply)
+        assert isinstance(snap.state, CampaignState)
+        return snap.state
+
+    async def record(
+        self, state: CampaignState, kind: str = "phase", **changes: object
+    ) -> EpochRecord:
+        """Rewrite the epoch's ledger line with ``changes`` (and the state's phase)."""
+        spec = state.spec
+        current = await self.ledger.get(spec.campaign_id, state.epoch) or EpochRecord(
+            campaign_id=spec.campaign_id, epoch=state.epoch
+        )
+        timings = dict(current.timings)
+        timings.setdefault(state.phase, time.time())
+        rec = msgspec.structs.replace(
+            current,
+            phase=state.phase,
+            timings=timings,
+            degradation_streak=state.degradation_streak,
+            **changes,
+        )
+        await self.ledger.put(rec, kind=kind)
+        return rec
+
+    # -- commands -----------------------------------------------------------------------------------
+    async def start(self, cmd: StartCampaign) -> CampaignStatus:
+        spec = cmd.spec
+        if spec.rollout_strategy != "uniform":
+            raise ServiceError(
+                "422",
+                f"rollout strategy {spec.rollout_strategy!r} is not available yet; use uniform",
+            )
+        if spec.epochs < 1 or spec.tasks_per_epoch < 1 or spec.group_size < 1:
+            raise ServiceError("422", "epochs, tasks_per_epoch and group_size must be at least 1")
+        snap = await self.control.load_or_init(
+            self.key(spec.campaign_id), lambda: CampaignState(spec=spec)
+        )
+        assert isinstance(snap.state, CampaignState)
+        if snap.state.spec != spec:
+            raise ServiceError("409", f"campaign {spec.campaign_id} exists with another spec")
+        if snap.state.state in ("stopping", "stopped"):
+            await self.save(spec.campaign_id, lambda s: msgspec.structs.replace(s, state="running"))
+        if snap.state.state in ("running", "stopping", "stopped"):
+            self.ensure_driver(spec.campaign_id)
+        return await self.status(StatusCampaign(campaign_id=spec.campaign_id))
+
+    async def stop(self, cmd: StopCampaign) -> CampaignStatus:
+        state = await self.state(cmd.campaign_id)
+        if state is None:
+            raise ServiceError("404", f"no campaign {cmd.campaign_id}")
+        if state.state == "running":
+            await self.save(cmd.campaign_id, lambda s: msgspec.structs.replace(s, state="stopping"))
+            self.wake(cmd.campaign_id)
+        return await self.status(StatusCampaign(campaign_id=cmd.campaign_id))
+
+    async def status(self, cmd: StatusCampaign) -> CampaignStatus:
+        state = await self.state(cmd.campaign_id)
+        if state is None:
+            return CampaignStatus(campaign_id=cmd.campaign_id)
+        return CampaignStatus(
+            campaign_id=cmd.campaign_id,
+            state=state.state,
+            epoch=state.epoch,
+            phase=state.phase,
+            records=await self.ledger.records(cmd.campaign_id),
+        )
+
+    # -- arrivals -----------------------------------------------------------------------------------
+    async def on_compared(self, ep: Episode) -> None:
+        if not ep.campaign_id:
+            return
+        if await self.arrivals.add(ep):
+            self.wake(ep.campaign_id)
+
+    def wake(self, campaign_id: str) -> None:
+        self.wakeups.setdefault(campaign_id, asyncio.Event()).set()
+
+    # -- drivers ------------------------------------------------------------------------------------
+    async def resume_all(self) -> None:
+        """At start-up: take over every campaign that was running (or stopping)."""
+        for snap in await self.control.all("campaign"):
+            if isinstance(snap.state, CampaignState) and snap.state.state in (
+                "running",
+                "stopping",
+            ):
+                self.ensure_driver(snap.state.spec.campaign_id)
+        await (
+            asyncio.Event().wait()
+        )  # the drivers run as their own tasks; live as long as the service
+
+    def ensure_driver(self, campaign_id: str) -> None:
+        task = self.drivers.get(campaign_id)
+        if task is None or task.done():
+            self.drivers[campaign_id] = asyncio.create_task(
+                self.drive(campaign_id), name=f"campaign-{campaign_id}"
+            )
+
+    async def close(self) -> None:
+        for t in self.drivers.values():
+            t.cancel()
+        await asyncio.gather(*self.drivers.values(), return_exceptions=True)
+
+    async def drive(self, campaign_id: str) -> None:
+        log = self.log.bind(campaign_id=campaign_id)
+        try:
+            while True:
+                state = await self.state(campaign_id)
+                if state is None or state.state not in ("running", "stopping"):
+                    return
+                if state.state == "stopping":  # stop at a phase boundary; start resumes from here
+                    state = await self.save(
+                        campaign_id, lambda s: msgspec.structs.replace(s, state="stopped")
+                    )
+                    await self.record(state, kind="stopped")
+                    log.info("campaign_stopped", epoch=state.epoch, phase=state.phase)
+                    return
+                step = {
+                    "collect": self.collect,
+                    "compare": self.compare,
+                    "decide": self.decide,
+                    "train": self.train,
+                    "done": self.finish_epoch,
+                }[state.phase]
+                await step(state)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("campaign_failed")
+            failure = repr(exc)
+            await self.save(
+                campaign_id, lambda s: msgspec.structs.replace(s, state="failed", failure=failure)
+            )
+
+    async def _task_ids(self, env: str, split: str) -> list[str]:
+        store = await self.bus.js.object_store(self.bus.names.bucket(OBJECTS_TASKS))
+        try:
+            obj = await store.get(Names.object_task_index(env, split))
+        except nats.js.errors.ObjectNotFoundError:
+            return []
+        index = msgspec.json.decode(obj.data or b"{}", type=TaskIndex)
+        return list(index.task_ids)
+
+    async def collect(self, state: CampaignState) -> None:
+        spec = state.spec
+        cid = spec.campaign_id
+        if not state.tasks:
+            available = {env: await self._task_ids(env, spec.split) for env in spec.environments}
+            tasks = sample_tasks(spec, state.epoch, available)
+            pointers, _ = await self.registry.pointers()
+            if pointers.active is None:
+                raise RuntimeError("no active checkpoint: is the trainer running?")
+            candidate = pointers.active
+            reference = pointers.pre_update_ref or candidate
+            state = await self.save(
+                cid,
+                lambda s: msgspec.structs.replace(
+                    s,
+                    tasks=tasks,
+                    candidate=candidate,
+                    reference=reference,
+                    epoch_started_at=time.time(),
+                    jobs_published=False,
+                ),
+            )
+            await self.record(
+                state,
+                kind="started" if state.epoch == 0 else "phase",
+                active_checkpoint=candidate,
+                reference_checkpoint=reference,
+                scheduled=len(plan_jobs(spec, state, deadline=0)),
+            )
+        deadline = state.epoch_started_at + spec.episode_deadline_s
+        jobs = plan_jobs(spec, state, deadline=deadline)
+        if not state.jobs_published:
+            for job in jobs:
+                await self.bus.publish_durable(
+                    self.bus.names.rollout_job(job.environment), job, msg_id=job.job_id
+                )
+            state = await self.save(cid, lambda s: msgspec.structs.replace(s, jobs_published=True))
+            self.log.info("jobs_published", campaign_id=cid, epoch=state.epoch, jobs=len(jobs))
+        wake = self.wakeups.setdefault(cid, asyncio.Event())
+        scheduled = {j.episode_id for j in jobs}
+        while True:
+            arrivals, _ = await self.arrivals.get(cid, state.epoch)
+            got = scheduled & set(arrivals.episode_ids)
+            current = await self.state(cid)
+            stopping = current is not None and current.state == "stopping"
+            if stopping:
+                return  # the driver loop records the stop; arrivals keep being counted meanwhile
+            if len(got) == len(scheduled) or time.time() >= deadline:
+                break
+            wake.clear()
+            try:
+                async with asyncio.timeout(
+                    min(self.settings.recheck_s, max(0.0, deadline - time.time()))
+                ):
+                    await wake.wait()
+            except TimeoutError:
+                pass  # re-read: arrivals counted by another replica do not wake this one
+        state = await self.save(cid, lambda s: msgspec.structs.replace(s, phase="compare"))
+        await self.record(
+            state,
+            received=len(got),
+            missing=len(scheduled) - len(got),
+            per_env=arrivals.per_env,
+            lane_counts=dict(arrivals.verdicts),
+        )
+
+    async def compare(self, state: CampaignState) -> None:
+        spec = state.spec
+        verdict: EpochVerdict | None = None
+        if state.candidate != state.reference:
+            req = EpochVerdictRequest(
+                campaign_id=spec.campaign_id,
+                epoch=state.epoch,
+                candidate=state.candidate or "",
+                reference=state.reference or "",
+                margin=spec.comparison_margin,
+                tasks=sorted({t.split("/", 1)[1] for t in state.tasks}),
+            )
+            try:
+                verdict = await self.bus.request(
+                    self.bus.names.comparison_verdict(),
+                    req,
+                    EpochVerdict,
+                    timeout=self.settings.verdict_timeout_s,
+                )
+            except BusError as exc:  # an outage is never a degradation
+                verdict = EpochVerdict(
+                    verdict="comparison_failed",
+                    candidate=req.candidate,
+                    reference=req.reference,
+                    reason=f"comparison service: {exc}",
+                )
+        state = await self.save(
+            spec.campaign_id, lambda s: msgspec.structs.replace(s, phase="decide")
+        )
+        if verdict is None:
+            await self.record(
+                state,
+                verdict="same",
+                verdict_detail="first epoch of this policy: it is its own reference",
+            )
+        else:
+            detail = (
+                f"{verdict.wins} wins / {verdict.losses} losses / {verdict.ties} ties over {verdict.tasks} tasks; "
+                f"mean delta {verdict.mean_delta:+.3f} [{verdict.ci_low:+.3f}, {verdict.ci_high:+.3f}], "
+                f"sign test p={verdict.sign_test_p:.3f}. {verdict.reason}"
+            ).strip()
+            await self.record(state, verdict=verdict.verdict, verdict_detail=detail)
+
+    async def decide(self, state: CampaignState) -> None:
+        spec = state.spec
+        rec = await self.ledger.get(spec.campaign_id, state.epoch)
+        verdict = rec.verdict if rec and rec.verdict else "comparison_failed"
+        plan = decide(
+            verdict,
+            degradation_streak=state.degradation_streak,
+            stable_streak=state.stable_streak,
+            spec=spec,
+            first=state.candidate == state.reference,
+        )
+        moves: list[PointerMove] = []
+        target = {
+            "rollback_pre_update": "pre_update_ref",
+            "rollback_last_stable": "last_stable",
+        }.get(plan.decision)
+        try:
+            if target is not None:
+                moved = await self.registry.rollback(
+                    target,
+                    f"{spec.campaign_id} epoch {state.epoch}: verdict {verdict}",  # type: ignore[arg-type]
+                    expect_active=state.candidate,
+                )
+                moves = list(moved.moves)
+            elif plan.decision == "promote":
+                moved = await self.registry.promote(
+                    f"{spec.campaign_id} epoch {state.epoch}: stable", expect_active=state.candidate
+                )
+                moves = list(moved.moves)
+        except StalePointersError:
+            # Active is no longer the candidate: the move was applied before a restart.
+            self.log.info(
+                "decision_already_applied", campaign_id=spec.campaign_id, epoch=state.epoch
+            )
+        except InvalidMoveError as exc:
+            self.log.warning(
+                "decision_not_applicable", campaign_id=spec.campaign_id, error=str(exc)
+            )
+        next_phase = "train" if plan.train else "done"
+        state = await self.save(
+            spec.campaign_id,
+            lambda s: msgspec.structs.replace(
+                s,
+                phase=next_phase,
+                degradation_streak=plan.degradation_streak,
+                stable_streak=plan.stable_streak,
+            ),
+        )
+        changes: dict[str, object] = {"decision": plan.decision}
+        if moves or not (rec and rec.pointer_moves):
+            changes["pointer_moves"] = moves
+        await self.record(state, kind="decided", **changes)
+
+    async def train(self, state: CampaignState) -> None:
+        spec = state.spec
+        update = TrainerUpdate(
+            update_id=f"{spec.campaign_id}-e{state.epoch}",
+            campaign_id=spec.campaign_id,
+            epoch=state.epoch,
+            base_checkpoint=state.candidate or "",
+            settings=spec.trainer,
+            source="mixed" if spec.trainer.offline_fraction > 0 else "online",
+            group_ids=[group_id(spec.campaign_id, state.epoch, i) for i in range(len(state.tasks))],
+            since=state.epoch_started_at - 1.0,
+        )
+        new_checkpoint: str | None = None
+        try:
+            result = await self.bus.request(
+                self.bus.names.trainer_update(),
+                update,
+                TrainerUpdateResult,
+                timeout=self.settings.train_timeout_s,
+            )
+            new_checkpoint = result.checkpoint_id
+        except RemoteError as exc:
+            if exc.code not in ("409", "422"):
+                raise
+            self.log.warning(
+                "update_skipped", campaign_id=spec.campaign_id, epoch=state.epoch, error=str(exc)
+            )
+        state = await self.save(
+            spec.campaign_id, lambda s: msgspec.structs.replace(s, phase="done")
+        )
+        await self.record(state, new_checkpoint=new_checkpoint)
+
+    async def finish_epoch(self, state: CampaignState) -> None:
+        spec = state.spec
+        last = state.epoch + 1 >= spec.epochs
+        if last:
+            state = await self.save(
+                spec.campaign_id, lambda s: msgspec.structs.replace(s, state="finished")
+            )
+            await self.record(state, kind="finished")
+            self.log.info("campaign_finished", campaign_id=spec.campaign_id, epochs=state.epoch + 1)
+            return
+        await self.save(
+            spec.campaign_id,
+            lambda s: msgspec.structs.replace(
+                s,
+                epoch=s.epoch + 1,
+                phase="collect",
+                tasks=[],
+                candidate=None,
+                reference=None,
+                jobs_published=False,
+                epoch_started_at=0.0,
+            ),
+        )

@@ -1,0 +1,51 @@
+"""Entry point: ``python -m services.campaign``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
+from contracts import Episode, Names, StartCampaign, StatusCampaign, StopCampaign
+
+from . import __version__
+from .handlers import Campaigns
+from .settings import CampaignSettings
+
+
+def build(bus: Bus, settings: CampaignSettings) -> tuple[Service, Campaigns]:
+    """The campaign service on ``bus`` (not yet running) and its state."""
+    campaigns = Campaigns(bus, settings)
+    svc = Service(
+        bus,
+        name="campaign",
+        version=__version__,
+        shutdown_grace_s=settings.shutdown_grace_s,
+        description="Runs campaigns: collect, compare, decide (promote / hold / roll back), train.",
+    )
+    names = bus.names
+    svc.endpoint("start", names.campaign_cmd("start"), StartCampaign, campaigns.start)
+    svc.endpoint("stop", names.campaign_cmd("stop"), StopCampaign, campaigns.stop)
+    svc.endpoint("status", names.campaign_cmd("status"), StatusCampaign, campaigns.status)
+    svc.consume("campaign", Episode, campaigns.on_compared, concurrency=settings.concurrency)
+    svc.task(campaigns.resume_all)
+    svc.stats(
+        lambda: {"campaigns_driven": float(sum(not t.done() for t in campaigns.drivers.values()))}
+    )
+    return svc, campaigns
+
+
+async def serve(settings: CampaignSettings) -> None:
+    async with connect(settings.nats_url, name="campaign", names=Names(settings.namespace)) as bus:
+        await provision(bus)
+        svc, campaigns = build(bus, settings)
+        try:
+            await svc.run()
+        finally:
+            await campaigns.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = load_settings(CampaignSettings, argv, prog="aios-rl-campaign")
+    configure_logging("campaign", fmt=settings.log_format, level=settings.log_level)
+    asyncio.run(serve(settings))

@@ -1,0 +1,231 @@
+"""The campaign drives the whole loop on a real nats-server: jobs -> runner -> reward ->
+comparison -> replay / campaign -> verdict -> pointer decision -> trainer update."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import msgspec
+import pytest
+import torch
+
+from aios_rl.bus import Bus
+from aios_rl.checkpoints import CheckpointRegistry
+from aios_rl.ledger import Ledger
+from aios_rl.student import new_student
+from aios_rl.student.toytask import COLOURS, ToyTask
+from aios_rl.student.train import UpdateConfig, build_batch, update
+from contracts import (
+    CampaignEvent,
+    CampaignSpec,
+    CampaignStatus,
+    Names,
+    StartCampaign,
+    TaskIndex,
+    TrainerSettings,
+)
+from contracts.subjects import OBJECTS_TASKS
+from services.campaign.logic import decide, sample_tasks, split_counts
+from services.campaign.main import build as build_campaign
+from services.campaign.settings import CampaignSettings
+from services.comparison.main import build as build_comparison
+from services.comparison.settings import ComparisonSettings
+from services.replay.main import build as build_replay
+from services.replay.settings import ReplaySettings
+from services.reward.main import build as build_reward
+from services.reward.settings import RewardSettings
+from services.sampler.main import build as build_sampler
+from services.sampler.settings import SamplerSettings
+from services.trainer.main import build as build_trainer
+from services.trainer.settings import TrainerServiceSettings
+
+from .support import running
+from .toy_runner import build_toy_runner
+
+# -- pure ---------------------------------------------------------------------------------------------
+
+
+def test_split_counts_and_sampling_are_deterministic() -> None:
+    assert split_counts(10, {"shell": 0.5, "browser": 0.3, "orchestrator": 0.2}) == {
+        "shell": 5,
+        "browser": 3,
+        "orchestrator": 2,
+    }
+    assert split_counts(3, {"a": 1, "b": 1}) == {"a": 2, "b": 1}
+    with pytest.raises(ValueError):
+        split_counts(3, {"a": 0})
+    spec = CampaignSpec(campaign_id="c", environments={"shell": 1.0}, tasks_per_epoch=5, seed=3)
+    pool = {"shell": ["t1", "t2", "t3"]}
+    first = sample_tasks(spec, 0, pool)
+    assert first == sample_tasks(spec, 0, pool) and len(first) == 5
+    assert set(first[:3]) == {
+        "shell/t1",
+        "shell/t2",
+        "shell/t3",
+    }  # no repeat before the pool is used up
+    assert first != sample_tasks(spec, 1, pool)
+    with pytest.raises(ValueError, match="no shell tasks"):
+        sample_tasks(spec, 0, {"shell": []})
+
+
+def test_decide_rolls_back_on_worse_and_to_last_stable_on_a_streak() -> None:
+    spec = CampaignSpec(campaign_id="c", degradation_streak_limit=2, stable_epochs_to_promote=2)
+    first = decide("same", degradation_streak=0, stable_streak=0, spec=spec, first=True)
+    assert (first.decision, first.train) == ("hold", True)
+    bad = decide("worse", degradation_streak=0, stable_streak=1, spec=spec, first=False)
+    assert (bad.decision, bad.degradation_streak, bad.train) == ("rollback_pre_update", 1, False)
+    held = decide("same", degradation_streak=1, stable_streak=0, spec=spec, first=True)
+    assert held.degradation_streak == 1  # re-collecting under the restored policy keeps the streak
+    again = decide("worse", degradation_streak=1, stable_streak=0, spec=spec, first=False)
+    assert again.decision == "rollback_last_stable"
+    ok = decide("better", degradation_streak=0, stable_streak=0, spec=spec, first=False)
+    assert (ok.decision, ok.stable_streak) == ("hold", 1)
+    assert (
+        decide("same", degradation_streak=0, stable_streak=1, spec=spec, first=False).decision
+        == "promote"
+    )
+    failed = decide(
+        "comparison_failed", degradation_streak=1, stable_streak=1, spec=spec, first=False
+    )
+    assert (failed.decision, failed.degradation_streak, failed.stable_streak) == ("hold", 1, 1)
+
+
+# -- the loop -----------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def stack(bus: Bus, nats_url: str, names: Names) -> AsyncIterator[None]:
+    common = {"nats_url": nats_url, "namespace": names.namespace}
+    trainer_svc, trainer = build_trainer(bus, TrainerServiceSettings(**common))
+    await trainer.ensure_initial()
+    sampler_svc, _ = build_sampler(bus, SamplerSettings(**common))
+    campaign_svc, campaigns = build_campaign(bus, CampaignSettings(**common, recheck_s=0.5))
+    services = [
+        trainer_svc,
+        sampler_svc,
+        build_reward(bus, RewardSettings(**common)),
+        build_comparison(bus, ComparisonSettings(**common, reference_deadline_s=60)),
+        build_replay(bus, ReplaySettings(**common)),
+        build_toy_runner(bus),
+        campaign_svc,
+    ]
+    for svc in services:
+        svc.fetch_timeout_s = 0.2
+    store = await bus.js.object_store(names.bucket(OBJECTS_TASKS))
+    await store.put(
+        Names.object_task_index("orchestrator", "train"),
+        msgspec.json.encode(
+            TaskIndex(environment="orchestrator", split="train", task_ids=list(COLOURS))
+        ),
+    )
+    async with contextlib.AsyncExitStack() as es:
+        for svc in services:
+            await es.enter_async_context(running(svc))
+        try:
+            yield
+        finally:
+            await campaigns.close()
+
+
+async def run_campaign(bus: Bus, spec: CampaignSpec, timeout: float) -> list:
+    finished = asyncio.Event()
+
+    async def on_event(msg, raw) -> None:
+        if (
+            isinstance(msg, CampaignEvent)
+            and msg.campaign_id == spec.campaign_id
+            and msg.kind in ("finished", "failed")
+        ):
+            finished.set()
+
+    sub = await bus.subscribe(bus.names.campaign_event("finished"), on_event)
+    status = await bus.request(
+        bus.names.campaign_cmd("start"), StartCampaign(spec=spec), CampaignStatus, timeout=10
+    )
+    assert status.state == "running"
+    await asyncio.wait_for(finished.wait(), timeout)
+    await sub.unsubscribe()
+    return await Ledger(bus).records(spec.campaign_id)
+
+
+def spec_for(cid: str, epochs: int, trainer: TrainerSettings, **kw) -> CampaignSpec:
+    return CampaignSpec(
+        campaign_id=cid,
+        environments={"orchestrator": 1.0},
+        tasks_per_epoch=8,
+        group_size=4,
+        epochs=epochs,
+        trainer=trainer,
+        episode_deadline_s=60,
+        **kw,
+    )
+
+
+@pytest.mark.slow
+async def test_campaign_runs_epochs_and_trains(bus: Bus, nats_url: str, names: Names) -> None:
+    async with stack(bus, nats_url, names):
+        registry = CheckpointRegistry(bus)
+        initial = (await registry.pointers())[0].active
+        records = await run_campaign(
+            bus, spec_for("learn", 3, TrainerSettings(learning_rate=1e-2, seed=1)), 120
+        )
+        pointers = (await registry.pointers())[0]
+    assert [r.epoch for r in records] == [0, 1, 2]
+    for r in records:
+        assert (r.scheduled, r.received, r.missing) == (48, 48, 0)
+        assert r.per_env["orchestrator"].episodes == 32
+        assert r.phase == "done" and r.new_checkpoint
+    assert records[0].active_checkpoint == initial and records[0].verdict == "same"
+    assert records[1].active_checkpoint == records[0].new_checkpoint
+    assert records[1].reference_checkpoint == initial
+    assert all(r.verdict in ("better", "same", "worse", "comparison_failed") for r in records)
+    lineage = [m.checkpoint_id for m in await registry.lineage(pointers.active)]
+    assert lineage[-1] == initial
+
+
+def pretrained_weights() -> bytes:
+    torch.manual_seed(0)
+    task, model = ToyTask(seed=5), new_student(seed=2)
+    config = UpdateConfig(learning_rate=3e-3, update_epochs=2, minibatch_size=64)
+    for i in range(60):
+        update(
+            model,
+            None,
+            build_batch(task.rollouts(model, groups=16, group_size=4, tag=str(i)), config=config),
+            config,
+        )
+        if task.success_rate(model, n=200) >= 0.95:
+            break
+    assert task.success_rate(model, n=400) >= 0.9
+    return model.to_bytes()
+
+
+@pytest.mark.slow
+async def test_destructive_updates_roll_back_to_pre_update_then_last_stable(
+    bus: Bus, nats_url: str, names: Names
+) -> None:
+    registry = CheckpointRegistry(bus)
+    good = await registry.store(
+        pretrained_weights(), parent_id=None, created_by="pretrained", algorithm="init"
+    )
+    await registry.init(good.checkpoint_id)
+    async with stack(bus, nats_url, names):
+        destructive = TrainerSettings(learning_rate=0.3, update_epochs=6, seed=3)
+        records = await run_campaign(
+            bus, spec_for("protect", 4, destructive, degradation_streak_limit=2), 180
+        )
+        pointers = (await registry.pointers())[0]
+    decisions = [r.decision for r in records]
+    verdicts = [r.verdict for r in records]
+    assert decisions == ["hold", "rollback_pre_update", "hold", "rollback_last_stable"], (
+        verdicts,
+        [r.verdict_detail for r in records],
+    )
+    assert verdicts[1] == verdicts[3] == "worse"
+    assert records[1].active_checkpoint == records[0].new_checkpoint != good.checkpoint_id
+    moves = {(m.pointer, m.new) for m in records[1].pointer_moves}
+    assert ("active", good.checkpoint_id) in moves
+    assert pointers.active == good.checkpoint_id and pointers.last_stable == good.checkpoint_id
+    assert records[1].new_checkpoint is None  # no training after a rollback

@@ -1,0 +1,377 @@
+"""The hf student on a tiny randomly initialised causal LM and a tokenizer trained here (nothing is
+downloaded): act/evaluate agreement, seeding, free text, bytes, heads, learning through the real
+``update()``, and LoRA."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import math
+import subprocess
+import sys
+import zlib
+
+import pytest
+import torch
+
+from aios_rl.student import (
+    Decision,
+    HFConfig,
+    HFStudent,
+    Regime,
+    StudentError,
+    load_student,
+    new_student,
+)
+from aios_rl.student.train import UpdateConfig, build_batch, update
+from contracts import Episode, TrajectoryStep
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # ValueError: blocked in sys.modules
+        return False
+
+
+HAVE_TRANSFORMERS = _importable("transformers")
+HAVE_PEFT = _importable("peft")
+needs_transformers = pytest.mark.skipif(
+    not HAVE_TRANSFORMERS, reason="transformers is not installed (pip install -e '.[hf]')"
+)
+needs_peft = pytest.mark.skipif(
+    not (HAVE_TRANSFORMERS and HAVE_PEFT), reason="peft is not installed (pip install -e '.[hf]')"
+)
+
+torch.set_num_threads(1)
+
+CORPUS = [
+    "Observation:\nthe light shows red\nCandidates:\n- press alpha\n- press bravo\nAction: press alpha",
+    "Observation:\nthe light shows blue\nAction: press bravo",
+    "$ pytest -q tests/test_clamp.py\nFAILED test_clamp - assert 3 == 2",
+    "apply edit 1, apply edit 2, open the login page, click submit, scroll down",
+]
+TOY = Decision("the light shows red", ("press alpha", "press bravo"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """A byte-level BPE tokenizer (any text encodes) trained on a few sentences."""
+    if not HAVE_TRANSFORMERS:
+        pytest.skip("transformers is not installed")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=["<pad>", "<bos>", "<eos>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(CORPUS * 4, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>"
+    )
+
+
+def tiny_lm(tokenizer, arch: str = "gpt2", seed: int = 0):
+    """A 2-layer causal LM of width 32, randomly initialised from ``seed``."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    ids = {
+        "vocab_size": len(tokenizer),
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    torch.manual_seed(seed)
+    if arch == "gpt2":
+        return GPT2LMHeadModel(GPT2Config(n_positions=256, n_embd=32, n_layer=2, n_head=2, **ids))
+    return LlamaForCausalLM(
+        LlamaConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            **ids,
+        )
+    )
+
+
+def student(tokenizer, arch: str = "gpt2", **settings) -> HFStudent:
+    settings.setdefault("max_new_tokens", 6)
+    return HFStudent(tiny_lm(tokenizer, arch), tokenizer, HFConfig(**settings))
+
+
+def mixed_decisions() -> list[Decision]:
+    return [
+        Decision("the light shows red", ("press alpha", "press bravo"), seed=1),
+        Decision("$ pytest -q\nFAILED test_clamp", seed=2),
+        Decision("login page", ("open the login page", "click submit", "scroll down"), seed=3),
+    ]
+
+
+def actions_of(outs) -> list[int | str]:
+    return [o.action_index if o.action_index is not None else o.action for o in outs]
+
+
+# -- the tiny path stays free of transformers -----------------------------------------------------------
+
+
+def test_tiny_path_never_imports_transformers() -> None:
+    code = (
+        "import sys; from aios_rl.student import new_student, load_student;"
+        "load_student(new_student('tiny').to_bytes());"
+        "assert 'transformers' not in sys.modules and 'peft' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# -- act and evaluate ------------------------------------------------------------------------------------
+
+
+@needs_transformers
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_act_logprob_is_evaluate_token_sum(tokenizer, arch: str) -> None:
+    m = student(tokenizer, arch)
+    d = mixed_decisions()
+    outs = m.act(d, Regime(), want_hidden=True)
+    ev = m.evaluate(d, actions_of(outs))
+    n, t = ev.logprobs.shape
+    assert n == 3 and t > 1 and ev.mask.shape == (n, t) and ev.mask.dtype == torch.bool
+    assert ev.entropy.shape == (3,) and ev.values.shape == (3,)
+    sums = torch.where(ev.mask, ev.logprobs, 0.0).sum(-1)
+    for o, s, v in zip(outs, sums.tolist(), ev.values.tolist(), strict=True):
+        assert o.logprob == pytest.approx(s, abs=1e-5)
+        assert o.value == pytest.approx(v, abs=1e-5)
+        assert len(o.hidden) == 8 and all(-1 < x < 1 for x in o.hidden)
+        assert o.logprob < 0 and o.entropy > 0
+    assert ev.logprobs.requires_grad
+    # candidate_logprobs: log-softmax over the candidates' summed token scores.
+    for i in (0, 2):
+        k = len(d[i].candidates)
+        with torch.no_grad():
+            per = m.evaluate([d[i]] * k, list(range(k)))
+        summed = torch.where(per.mask, per.logprobs, 0.0).sum(-1)
+        assert torch.allclose(ev.candidate_logprobs[i], torch.log_softmax(summed, -1), atol=1e-5)
+        assert outs[i].entropy == pytest.approx(
+            float(-(summed.softmax(-1) * summed.log_softmax(-1)).sum()), abs=1e-5
+        )
+    assert ev.candidate_logprobs[1].numel() == 0  # free text has no candidate distribution
+    assert outs[0].action in d[0].candidates and outs[1].action_index is None
+
+
+@needs_transformers
+def test_sampling_is_seeded_and_follows_the_regime(tokenizer) -> None:
+    m = student(tokenizer)
+    d = mixed_decisions()
+    assert m.act(d, Regime()) == m.act(d, Regime())
+    hot = {
+        m.act([Decision(TOY.observation, TOY.candidates, seed=s)], Regime(temperature=50.0))[
+            0
+        ].action
+        for s in range(30)
+    }
+    assert hot == set(TOY.candidates)
+    best = int(m.evaluate([TOY], [0]).candidate_logprobs[0].argmax())
+    unseeded = [TOY] * 6
+    assert {o.action_index for o in m.act(unseeded, Regime(temperature=0.01))} == {best}
+    nucleus = [Decision(TOY.observation, TOY.candidates, seed=s) for s in range(12)]
+    assert {o.action_index for o in m.act(nucleus, Regime(top_p=0.01))} == {best}
+    per_decision = m.act(d, [Regime(), Regime(temperature=0.01), Regime(top_p=0.5)])
+    assert len(per_decision) == 3
+    with pytest.raises(StudentError, match="regimes"):
+        m.act(d, [Regime()])
+
+
+@needs_transformers
+def test_free_text_is_written_seeded_and_scored(tokenizer) -> None:
+    m = student(tokenizer, max_new_tokens=5)
+    d = [Decision("$ pytest -q\nFAILED test_clamp", seed=s) for s in range(4)]
+    outs = m.act(d, Regime(temperature=1.5))
+    assert outs == m.act(d, Regime(temperature=1.5))
+    assert len({o.action for o in outs}) > 1  # different seeds write different text
+    longest = max(len(tokenizer.convert_ids_to_tokens(i)) for i in range(len(tokenizer)))
+    for o in outs:
+        assert o.action_index is None and o.logprob < 0 and o.entropy > 0
+        assert len(o.action) <= 5 * longest  # at most max_new_tokens tokens written
+    one = student(tokenizer, max_new_tokens=1).act(d, Regime(temperature=1.5))
+    singles = {tokenizer.decode([i], skip_special_tokens=True) for i in range(len(tokenizer))}
+    assert {o.action for o in one} <= {s.removeprefix(" ") for s in singles}
+    greedy = m.act([Decision("$ ls")] * 2, Regime(temperature=0.01))
+    assert greedy[0] == greedy[1]
+    ev = m.evaluate(d, [o.action for o in outs])
+    sums = torch.where(ev.mask, ev.logprobs, 0.0).sum(-1)
+    assert sums.tolist() == pytest.approx([o.logprob for o in outs], abs=1e-5)
+    assert ev.entropy.tolist() == pytest.approx([o.entropy for o in outs], abs=1e-5)
+    other = m.evaluate([d[0]], ["run the tests again"])  # any text scores, not only sampled text
+    assert other.mask.sum() > 1
+    with pytest.raises(StudentError, match="no candidates"):
+        m.evaluate([d[0]], [0])
+    with pytest.raises(StudentError, match="not among"):
+        m.evaluate([TOY], ["press charlie"])
+
+
+# -- bytes, directories and bad input -------------------------------------------------------------------
+
+
+@needs_transformers
+def test_bytes_round_trip_rebuilds_the_same_policy(tokenizer) -> None:
+    m = student(tokenizer, arch="llama")
+    data = m.to_bytes()
+    assert hashlib.sha256(data).digest() == hashlib.sha256(m.to_bytes()).digest()
+    again = load_student(data)
+    assert isinstance(again, HFStudent) and again.config == m.config
+    d = mixed_decisions()
+    assert again.act(d, Regime(), want_hidden=True) == m.act(d, Regime(), want_hidden=True)
+    assert again.to_bytes() == data
+    with pytest.raises(StudentError, match="do not load"):
+        load_student(b"not a checkpoint")
+    payload = torch.load(io.BytesIO(data), weights_only=True)
+    payload["lm_state"] = {"nonsense": torch.zeros(1)}
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    with pytest.raises(StudentError, match="do not fit"):
+        load_student(buf.getvalue())
+
+
+@needs_transformers
+def test_new_student_from_a_local_directory_and_errors(tokenizer, tmp_path) -> None:
+    tiny_lm(tokenizer).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    m = new_student("hf", model_path=tmp_path, seed=3, max_new_tokens=4)
+    assert isinstance(m, HFStudent) and m.config.model_path == str(tmp_path.resolve())
+    assert len(m.act([Decision("hello", seed=0)], Regime())) == 1
+    with pytest.raises(StudentError, match="does not exist"):
+        new_student("hf", model_path=tmp_path / "missing")
+    with pytest.raises(StudentError, match="needs model_path"):
+        new_student("hf")
+    with pytest.raises(StudentError, match="unknown hf student setting"):
+        new_student("hf", model_path=tmp_path, temperature=2.0)
+    with pytest.raises(StudentError, match="exactly once"):
+        HFConfig(prompt_template="{observation} only")
+    with pytest.raises(StudentError, match="no room"):
+        student(tokenizer, max_prompt_tokens=4).act([TOY], Regime())
+    with pytest.raises(StudentError, match="no decisions"):
+        m.act([], Regime())
+
+
+# -- learning through the real trainer ---------------------------------------------------------------------
+
+
+def rollouts(m: HFStudent, tag: str, group_size: int = 8) -> list[Episode]:
+    """One GRPO group on the toy decision; pressing alpha is rewarded."""
+    decisions = [
+        Decision(TOY.observation, TOY.candidates, seed=zlib.crc32(f"{tag}/{k}".encode()))
+        for k in range(group_size)
+    ]
+    episodes = []
+    for k, out in enumerate(m.act(decisions, Regime(temperature=4.0))):
+        reward = 1.0 if out.action == "press alpha" else 0.0
+        step = TrajectoryStep(
+            index=0,
+            observation=TOY.observation,
+            candidates=list(TOY.candidates),
+            action=out.action,
+            action_index=out.action_index,
+            logprob=out.logprob,
+            entropy=out.entropy,
+            value=out.value,
+        )
+        episodes.append(
+            Episode(
+                episode_id=f"hf-{tag}-{k}",
+                environment="orchestrator",
+                task_id="toy",
+                group_id=f"hf-{tag}",
+                trajectory=[step],
+                env_reward=reward,
+                reward=reward,
+            )
+        )
+    assert {e.reward for e in episodes} == {0.0, 1.0}, "the group needs both outcomes"
+    return episodes
+
+
+def alpha_logprob(m: HFStudent) -> tuple[float, float]:
+    """Summed token log-prob of the rewarded candidate, and its probability among candidates."""
+    with torch.no_grad():
+        ev = m.evaluate([TOY], [0])
+    return float(torch.where(ev.mask, ev.logprobs, 0.0).sum()), float(
+        ev.candidate_logprobs[0][0].exp()
+    )
+
+
+@needs_transformers
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_update_raises_the_rewarded_candidate(tokenizer, algorithm: str) -> None:
+    m = student(tokenizer)
+    config = UpdateConfig(algorithm=algorithm, learning_rate=1e-2, update_epochs=1, seed=0)  # type: ignore[arg-type]
+    before = alpha_logprob(m)
+    head = m.value_head.weight.clone()
+    first = update(m, None, build_batch(rollouts(m, "0"), config=config), config)
+    # One epoch, one minibatch: the ratio starts at exactly 1 (act and evaluate agree).
+    assert abs(first["approx_kl_old"]) < 1e-5 and first["clip_fraction"] == 0.0
+    if algorithm == "ppo":
+        assert math.isfinite(first["value_loss"])
+    for i in range(1, 4):
+        update(m, None, build_batch(rollouts(m, str(i)), config=config), config)
+    after = alpha_logprob(m)
+    assert after[0] > before[0] + 0.5 and after[1] > before[1], (before, after)
+    # Only PPO trains the critic; GRPO leaves the value head as it was.
+    assert torch.equal(m.value_head.weight, head) == (algorithm == "grpo")
+
+
+@needs_transformers
+def test_without_peft_lora_rank_falls_back_to_full_training(tokenizer, monkeypatch) -> None:
+    monkeypatch.setattr("aios_rl.student.hf._peft", lambda: None)
+    with pytest.warns(UserWarning, match="peft is not installed"):
+        m = student(tokenizer, lora_rank=4)
+    assert not m.uses_lora and m.config.lora_rank == 0
+    assert all(p.requires_grad for p in m.parameters())
+    assert load_student(m.to_bytes()).config.lora_rank == 0
+
+
+# -- LoRA ---------------------------------------------------------------------------------------------------
+
+
+@needs_peft
+def test_lora_trains_only_the_adapter_and_round_trips(tokenizer, tmp_path) -> None:
+    m = student(tokenizer, lora_rank=4)
+    assert m.uses_lora
+    frozen = {k: v.clone() for k, v in m.named_parameters() if "lora_" not in k}
+    lora = {k: v.clone() for k, v in m.named_parameters() if "lora_B" in k}
+    assert lora and not any(
+        v.requires_grad for k, v in m.named_parameters() if k.startswith("lm.") and k in frozen
+    )
+    config = UpdateConfig(learning_rate=1e-2, update_epochs=2, seed=0)
+    before = alpha_logprob(m)
+    for i in range(3):
+        update(m, None, build_batch(rollouts(m, f"lora{i}"), config=config), config)
+    params = dict(m.named_parameters())
+    assert all(torch.equal(params[k], v) for k, v in frozen.items())  # base and value head (GRPO)
+    assert any(not torch.equal(params[k], v) for k, v in lora.items())
+    assert alpha_logprob(m)[0] > before[0]
+    d = mixed_decisions()
+    again = load_student(m.to_bytes())  # built in memory: the bytes carry the base weights too
+    assert again.act(d, Regime()) == m.act(d, Regime())
+
+    # From a directory, a LoRA checkpoint holds only the adapter and reloads the base from there.
+    tiny_lm(tokenizer).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    from_dir = new_student("hf", model_path=tmp_path, lora_rank=4)
+    update(from_dir, None, build_batch(rollouts(from_dir, "dir"), config=config), config)
+    small = from_dir.to_bytes()
+    assert len(small) < len(m.to_bytes()) / 2
+    assert load_student(small).act(d, Regime()) == from_dir.act(d, Regime())
+    for f in tmp_path.iterdir():
+        f.unlink()
+    tmp_path.rmdir()
+    with pytest.raises(StudentError, match="does not exist"):
+        load_student(small)
