@@ -25,6 +25,12 @@ class ServiceEntry:
 
 SERVICES: tuple[ServiceEntry, ...] = (
     ServiceEntry(
+        "campaign",
+        "services.campaign",
+        "runs campaigns: collect, compare, decide (promote / hold / roll back), train",
+        scalable=False,  # one driver per campaign
+    ),
+    ServiceEntry(
         "trainer",
         "services.trainer",
         "PPO / GRPO updates of the student through the checkpoint registry",
