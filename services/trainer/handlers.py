@@ -51,9 +51,7 @@ class Trainer:
         pointers, _ = await self.registry.pointers()
         if pointers.active is not None:
             return
-        weights = await asyncio.to_thread(
-            lambda: new_student(self.settings.backend, seed=self.settings.init_seed).to_bytes()
-        )
+        weights = await asyncio.to_thread(self._initial_weights)
         meta = await self.registry.store(
             weights,
             parent_id=None,
@@ -63,6 +61,14 @@ class Trainer:
         )
         await self.registry.init(meta.checkpoint_id, reason="initial checkpoint")
         self.log.info("initial_checkpoint_stored", checkpoint_id=meta.checkpoint_id)
+
+    def _initial_weights(self) -> bytes:
+        s = self.settings
+        if s.backend == "hf":
+            return new_student(
+                "hf", seed=s.init_seed, model_path=s.model_path, lora_rank=s.lora_rank
+            ).to_bytes()
+        return new_student(s.backend, seed=s.init_seed).to_bytes()
 
     async def _load(self, checkpoint_id: str) -> StudentBackend:
         data = await self.registry.load(checkpoint_id)

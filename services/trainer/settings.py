@@ -15,9 +15,21 @@ class TrainerServiceSettings(ServiceSettings):
     """Student backend of the initial checkpoint."""
     init_seed: int = 0
     """Seed of the initial checkpoint stored at start-up when none is active."""
+    model_path: str = ""
+    """``hf`` backend: the local Hugging Face model directory the initial checkpoint starts from."""
+    lora_rank: int = 0
+    """``hf`` backend: LoRA rank (0: full fine-tuning)."""
     max_episodes: int = 4096
     """Most fresh episodes one online update reads."""
     read_timeout_s: float = 30.0
     """Deadline for reading an update's episodes from the stream."""
     torch_threads: int = 1
     """Threads torch may use (services share 2 cores)."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("tiny", "hf"):
+            raise ValueError(f"backend must be tiny or hf, not {self.backend!r}.")
+        if self.backend == "hf" and not self.model_path:
+            raise ValueError(
+                "the hf backend needs --model-path (AIOS_MODEL_PATH), a local model directory."
+            )
