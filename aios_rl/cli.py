@@ -121,6 +121,20 @@ def build_parser() -> argparse.ArgumentParser:
     _bus_args(ckpt)
     ckpt.add_argument("--json", action="store_true", help="print pointers and metadata as JSON")
 
+    camp = sub.add_parser("campaign", help="campaign status and stop")
+    camp_sub = camp.add_subparsers(dest="campaign_command", metavar="ACTION", required=True)
+    c_status = camp_sub.add_parser(
+        "status", help="a campaign's state and its ledger, one row per epoch"
+    )
+    _bus_args(c_status)
+    c_status.add_argument("campaign_id", metavar="CAMPAIGN")
+    c_status.add_argument("--json", action="store_true", help="print the status as JSON")
+    c_stop = camp_sub.add_parser(
+        "stop", help="stop a campaign at the next phase boundary (start resumes it)"
+    )
+    _bus_args(c_stop)
+    c_stop.add_argument("campaign_id", metavar="CAMPAIGN")
+
     demo = sub.add_parser(
         "demo", help="the main job: full stack on an embedded NATS, a short run, a summary"
     )
@@ -156,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = _run_until_interrupt(_tap(args))
         elif args.command == "publish":
             code = asyncio.run(_publish(args))
+        elif args.command == "campaign":
+            code = asyncio.run(_campaign(args))
         elif args.command == "checkpoints":
             code = asyncio.run(_checkpoints(args))
         elif args.command == "demo":
@@ -297,6 +313,47 @@ async def _publish(args: argparse.Namespace) -> int:
             print(
                 f"published {args.schema} on {args.subject} (core NATS: no stream holds this subject)"
             )
+    return 0
+
+
+# -- campaign ---------------------------------------------------------------------------------------
+
+
+async def _campaign(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from contracts import CampaignStatus, Names, StatusCampaign, StopCampaign
+
+    from .report import epoch_table
+
+    async with connect(
+        _url(args), name="aios-rl-campaign", names=Names(args.namespace), connect_deadline=3.0
+    ) as bus:
+        if args.campaign_command == "stop":
+            status = await bus.request(
+                bus.names.campaign_cmd("stop"),
+                StopCampaign(campaign_id=args.campaign_id),
+                CampaignStatus,
+                timeout=10,
+            )
+        else:
+            status = await bus.request(
+                bus.names.campaign_cmd("status"),
+                StatusCampaign(campaign_id=args.campaign_id),
+                CampaignStatus,
+                timeout=10,
+            )
+    if getattr(args, "json", False):
+        sys.stdout.write(msgspec.json.encode(status).decode() + "\n")
+        return 0
+    if status.state == "unknown":
+        raise CliError(f"no campaign {args.campaign_id!r}")
+    console = Console()
+    console.print(
+        f"campaign {status.campaign_id}: {status.state}, epoch {status.epoch}, phase {status.phase}"
+    )
+    if status.records:
+        console.print(epoch_table(status.records))
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -172,6 +174,26 @@ async def test_campaign_runs_epochs_and_trains(bus: Bus, nats_url: str, names: N
             bus, spec_for("learn", 3, TrainerSettings(learning_rate=1e-2, seed=1)), 120
         )
         pointers = (await registry.pointers())[0]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "aios_rl.cli",
+            "campaign",
+            "status",
+            "learn",
+            "--nats-url",
+            nats_url,
+            "--namespace",
+            names.namespace,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    text = out.decode()
+    assert "campaign learn: finished, epoch 2" in text
+    assert text.count("48/48") == 3 and records[0].new_checkpoint[:12] in text
     assert [r.epoch for r in records] == [0, 1, 2]
     for r in records:
         assert (r.scheduled, r.received, r.missing) == (48, 48, 0)
