@@ -43,7 +43,6 @@ import asyncio
 import contextlib
 import enum
 import hashlib
-import io
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -59,6 +58,7 @@ from contracts import Algorithm, CheckpointEvent, CheckpointMeta, CheckpointPoin
 from contracts.subjects import BUCKET_CHECKPOINTS, OBJECTS_WEIGHTS
 
 from . import _kv
+from ._objects import ObjectReadError, read_object
 from .bus import Bus, BusError
 from .lineage import (
     CorruptCheckpointError,
@@ -269,21 +269,18 @@ class CheckpointRegistry:
         Raises ``UnknownCheckpointError``, and ``CorruptCheckpointError`` when the weights are
         missing or do not match the meta."""
         meta = await self.meta(checkpoint_id)
-        sink = io.BytesIO()
         with _translated(f"load checkpoint {checkpoint_id}"):
-            obs = await self._obs()
             try:
-                # writeinto: nats-py otherwise concatenates bytes chunk by chunk (quadratic).
-                await obs.get(meta.object_name, writeinto=sink)
+                # Chunk by chunk with direct gets: nats-py's get() can return a partial object.
+                data = await read_object(
+                    self._bus.js, self._bus.names.bucket(OBJECTS_WEIGHTS), meta.object_name
+                )
             except nats.js.errors.NotFoundError as exc:
                 raise CorruptCheckpointError(
                     f"checkpoint {checkpoint_id}: weights {meta.object_name!r} are missing"
                 ) from exc
-            except nats.js.errors.DigestMismatchError as exc:
-                raise CorruptCheckpointError(
-                    f"checkpoint {checkpoint_id}: weights fail the Object Store's digest"
-                ) from exc
-        data = sink.getvalue()
+            except ObjectReadError as exc:
+                raise CorruptCheckpointError(f"checkpoint {checkpoint_id}: {exc}") from exc
         if len(data) != meta.size_bytes or hashlib.sha256(data).hexdigest() != meta.sha256:
             raise CorruptCheckpointError(
                 f"checkpoint {checkpoint_id}: loaded {len(data)} bytes whose sha256 does not "

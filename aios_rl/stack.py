@@ -39,6 +39,11 @@ SERVICES: tuple[ServiceEntry, ...] = (
     ServiceEntry(
         "sampler", "services.sampler", "serves the student on policy.act with dynamic batching"
     ),
+    ServiceEntry(
+        "orchestrator-runner",
+        "services.orchestrator_runner",
+        "runs orchestrator decision episodes (dispatch, preflight, clarity)",
+    ),
     ServiceEntry("reward", "services.reward", "fuses environment reward with teacher shaping"),
     ServiceEntry(
         "comparison",

@@ -52,7 +52,7 @@ from .rail import CONTEXT_DIM, RailDecideRequest, RailDecision, RailTrace
 from .replay import ReplayBatch, ReplaySampleRequest
 from .rollout import ActRequest, ActResponse, RolloutJob
 from .subjects import SCHEMA_HEADER, Names, Topology, topology
-from .tasks import CandidateEdit, GroundTruth, ShellTask, TaskIndex
+from .tasks import CandidateEdit, GroundTruth, OrchestratorTask, ShellTask, TaskIndex
 from .teacher import StepDigest, TeacherRequest
 from .trainer import TrainerUpdate, TrainerUpdateResult
 from .vocab import (
@@ -106,6 +106,7 @@ MESSAGES: tuple[type[Message], ...] = (
     EpochVerdictRequest,
     EpochVerdict,
     ShellTask,
+    OrchestratorTask,
     TaskIndex,
 )
 """Every message that travels on the bus (one JSON Schema file each)."""
@@ -157,6 +158,7 @@ __all__ = [
     "Lane",
     "Message",
     "Names",
+    "OrchestratorTask",
     "Outcome",
     "PointerMove",
     "PointerName",

@@ -9,7 +9,7 @@ import msgspec
 
 from ._base import Message
 
-__all__ = ["CandidateEdit", "GroundTruth", "ShellTask", "TaskIndex"]
+__all__ = ["CandidateEdit", "GroundTruth", "OrchestratorTask", "ShellTask", "TaskIndex"]
 
 ShellSplit = Literal["train", "heldout", "real"]
 
@@ -73,3 +73,23 @@ class TaskIndex(Message, frozen=True, kw_only=True):
     environment: str = "shell"
     split: str
     task_ids: list[str] = []
+
+
+class OrchestratorTask(Message, frozen=True, kw_only=True):
+    """A control decision with hidden ground truth: route a request (dispatch), pass or block a
+    change (preflight), or tell a real need for a human from noise (clarity)."""
+
+    SCHEMA = "orchestrator_task.v1"
+
+    task_id: str
+    split: str = "train"
+    kind: Literal["dispatch", "preflight", "clarity"]
+    observation: str
+    """What the policy sees: the request and its facts, rendered as text."""
+    candidates: list[str]
+    best: str
+    """Hidden: the decision with the best simulated outcome."""
+    acceptable: list[str] = []
+    """Hidden: decisions that are safe but costly (partial credit)."""
+    rationale: str = ""
+    """Hidden: why ``best`` is best (for the oracle teacher)."""

@@ -1,0 +1,1 @@
+"""The environments: each samples tasks, runs episodes and reports evidence."""

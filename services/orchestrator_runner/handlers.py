@@ -1,0 +1,113 @@
+"""Run one orchestrator episode per job: load the task, ask the policy, simulate the outcome,
+publish the episode. A job whose episode cannot run still produces a ``blocked`` episode: a job
+is never lost. A sampler that is unavailable (no responders, timeout, 503) is transient: the job
+is retried with back-off, not blocked."""
+
+from __future__ import annotations
+
+import time
+
+from aios_rl.bus import Bus, RemoteError, get_logger
+from aios_rl.envs.orchestrator import outcome_of
+from aios_rl.envs.store import TaskNotFound, get_task
+from contracts import (
+    ActRequest,
+    ActResponse,
+    Episode,
+    OrchestratorTask,
+    RolloutJob,
+    Timings,
+    TrajectoryStep,
+)
+
+from .settings import OrchestratorRunnerSettings
+
+
+class Runner:
+    def __init__(self, bus: Bus, settings: OrchestratorRunnerSettings) -> None:
+        self.bus = bus
+        self.settings = settings
+        self.tasks: dict[str, OrchestratorTask] = {}
+        self.episodes = 0
+
+    async def task(self, task_id: str) -> OrchestratorTask:
+        if task_id not in self.tasks:
+            self.tasks[task_id] = await get_task(
+                self.bus, "orchestrator", task_id, OrchestratorTask
+            )
+        return self.tasks[task_id]
+
+    async def run(self, job: RolloutJob) -> None:
+        log = get_logger(episode_id=job.episode_id, campaign_id=job.campaign_id)
+        started = time.time()
+        steps: list[TrajectoryStep] = []
+        info: dict[str, str] = {}
+        checkpoint = job.checkpoint_id
+        try:
+            task = await self.task(job.task_id)
+            act = await self.bus.request(
+                self.bus.names.policy_act(),
+                ActRequest(
+                    episode_id=job.episode_id,
+                    step=0,
+                    observation=task.observation,
+                    candidates=task.candidates,
+                    regime=job.regime,
+                    checkpoint_id=job.checkpoint_id,
+                    seed=job.seed,
+                ),
+                ActResponse,
+                timeout=self.settings.act_timeout_s,
+            )
+            checkpoint = act.checkpoint_id
+            outcome, reward = outcome_of(task, act.action)
+            steps.append(
+                TrajectoryStep(
+                    index=0,
+                    observation=task.observation,
+                    candidates=task.candidates,
+                    action=act.action,
+                    action_index=act.action_index,
+                    logprob=act.logprob,
+                    entropy=act.entropy,
+                    value=act.value,
+                    step_reward=reward,
+                )
+            )
+            info = {"kind": task.kind, "decision": act.action}
+        except RemoteError as exc:
+            if exc.code == "503":
+                raise  # the sampler is starting or reloading: the kit retries the job with back-off
+            log.warning("episode_blocked", error=str(exc))
+            outcome, reward, info = "blocked", 0.0, {"error": str(exc)[:500]}
+        except TaskNotFound as exc:
+            log.warning("episode_blocked", error=str(exc))
+            outcome, reward, info = "blocked", 0.0, {"error": str(exc)[:500]}
+        ep = Episode(
+            episode_id=job.episode_id,
+            environment="orchestrator",
+            task_id=job.task_id,
+            campaign_id=job.campaign_id,
+            epoch=job.epoch,
+            checkpoint_id=checkpoint,
+            group_id=job.group_id,
+            role=job.role,
+            seed=job.seed,
+            regime=job.regime,
+            branch=job.branch,
+            trajectory=steps,
+            outcome=outcome,
+            env_reward=reward,
+            timings=Timings(
+                started_at=started, finished_at=time.time(), stages={"completed": time.time()}
+            ),
+            info=info,
+            reference_checkpoint=job.reference_checkpoint,
+        )
+        # Ack comes after this publish (the kit acks when the handler returns).
+        await self.bus.publish_durable(
+            self.bus.names.episode("completed", "orchestrator"),
+            ep,
+            msg_id=f"{ep.episode_id}:completed",
+        )
+        self.episodes += 1
