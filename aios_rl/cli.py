@@ -44,6 +44,16 @@ def _bus_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aios-rl",
@@ -143,11 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=".aios/demo",
         help="JetStream data and service logs (default .aios/demo)",
     )
+    demo.add_argument("--epochs", type=_positive, default=4, help="campaign epochs (default 4)")
     demo.add_argument(
-        "--episodes",
-        type=int,
-        default=24,
-        help="episodes to push through the pipeline (default 24)",
+        "--tasks",
+        type=_positive,
+        default=200,
+        help="orchestrator training tasks to generate (default 200)",
     )
     demo.add_argument("--verbose", action="store_true", help="stream service logs to the terminal")
     return parser

@@ -1,159 +1,131 @@
 """``aios-rl demo``: the README's main job.
 
-Starts the whole stack as separate processes on an embedded NATS, drives a short run through it,
-prints a summary and shuts everything down. Until the campaign service lands, the run is a
-scripted batch of taught shell episodes pushed through the services that exist (reward today),
-each stage checked at the other end.
+The whole stack as separate processes on an embedded NATS; orchestrator decision tasks generated
+and stored; the held-out success of the initial student measured through the sampler; a short
+campaign (collect -> compare -> decide -> train, every service in the loop); the held-out success
+of the policy each epoch ran; a summary table; a clean shutdown.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from contracts import Episode, Names, TeacherHint, TeacherSignal, Timings, TrajectoryStep, decode
+from contracts import (
+    ActRequest,
+    ActResponse,
+    CampaignEvent,
+    CampaignSpec,
+    CampaignStatus,
+    Episode,
+    Names,
+    OrchestratorTask,
+    StartCampaign,
+    TrainerSettings,
+)
 
 from .bus import Bus, connect, provision
+from .checkpoints import CheckpointRegistry
 from .discovery import discover
+from .envs.orchestrator import generate, outcome_of
+from .envs.store import put_tasks
+from .ledger import Ledger
 from .natsd import NatsServer
+from .report import epoch_table
 from .stack import SERVICES
 from .supervisor import Supervisor, plan
 
-__all__ = ["run_demo", "scripted_episodes"]
-
-
-def scripted_episodes(n: int, seed: int = 0) -> list[Episode]:
-    """``n`` taught shell episodes with mixed outcomes and teacher signals (deterministic)."""
-    rng = random.Random(seed)
-    outcomes = [("success", 1.0), ("partial", 0.5), ("failure", 0.0), ("blocked", 0.0)]
-    out: list[Episode] = []
-    for i in range(n):
-        outcome, env_reward = outcomes[rng.randrange(len(outcomes))]
-        signal = None
-        if outcome != "success" or rng.random() < 0.2:
-            score = {"success": 0.8, "partial": 0.2, "failure": -0.5, "blocked": -0.9}[
-                outcome
-            ] + rng.uniform(-0.1, 0.1)
-            signal = TeacherSignal(
-                backend="oracle",
-                verdict="incorrect" if score < 0 else "correct",
-                score=score,
-                hints=[TeacherHint(step=1, better_action="apply edit 2")],
-            )
-        steps = [
-            TrajectoryStep(
-                index=0,
-                observation="$ pytest -q\n1 failed",
-                action="run tests",
-                candidates=["run tests", "show file"],
-            ),
-            TrajectoryStep(
-                index=1,
-                observation="def clamp(x, lo, hi): ...",
-                action="apply edit 1",
-                candidates=["apply edit 1", "apply edit 2"],
-            ),
-        ]
-        now = time.time()
-        out.append(
-            Episode(
-                episode_id=f"demo-{seed}-{i:04d}",
-                environment="shell",
-                task_id=f"task-{i % 6}",
-                campaign_id="demo",
-                group_id=f"g{i % 6}",
-                trajectory=steps,
-                outcome=outcome,
-                env_reward=env_reward,  # type: ignore[arg-type]
-                teacher_status="ok" if signal else "skipped",
-                teacher_signal=signal,
-                timings=Timings(
-                    started_at=now, finished_at=now, stages={"completed": now, "taught": now}
-                ),
-            )
-        )
-    return out
+__all__ = ["evaluate", "run_demo"]
 
 
 async def _wait_for_services(bus: Bus, wanted: set[str], deadline_s: float) -> None:
     async with asyncio.timeout(deadline_s):
-        while True:
-            seen = {
-                v.name for v in await discover(bus.nc, namespace=bus.names.namespace, window=0.2)
-            }
-            if wanted <= seen:
-                return
+        while not wanted <= {
+            v.name for v in await discover(bus.nc, namespace=bus.names.namespace, window=0.2)
+        }:
+            pass  # each discovery round waits for replies: no busy loop
 
 
-async def _drive(bus: Bus, n: int, console: Console) -> list[Episode]:
-    names = bus.names
-    episodes = scripted_episodes(n)
-    received: dict[str, Episode] = {}
-    done = asyncio.Event()
+async def _active_checkpoint(bus: Bus, deadline_s: float) -> str:
+    async with asyncio.timeout(deadline_s):
+        async for pointers in CheckpointRegistry(bus).watch():
+            if pointers.active:
+                return pointers.active
+    raise RuntimeError("unreachable")
 
-    async def on_rewarded(raw) -> None:
-        ep = decode(raw.data, raw.headers, Episode)
-        received[ep.episode_id] = ep
-        if len(received) >= n:
-            done.set()
 
-    sub = await bus.nc.subscribe(names.episode("rewarded", "*"), cb=on_rewarded)
+async def evaluate(bus: Bus, checkpoint: str, tasks: list[OrchestratorTask]) -> float:
+    """Mean reward of ``checkpoint`` on ``tasks``, acting through the sampler (seeded)."""
+
+    async def one(i: int, t: OrchestratorTask) -> float:
+        req = ActRequest(
+            episode_id=f"eval-{t.task_id}",
+            step=0,
+            observation=t.observation,
+            candidates=t.candidates,
+            checkpoint_id=checkpoint,
+            seed=i,
+        )
+        act = await bus.request(bus.names.policy_act(), req, ActResponse, timeout=60)
+        return outcome_of(t, act.action)[1]
+
+    rewards = await asyncio.gather(*(one(i, t) for i, t in enumerate(tasks)))
+    return sum(rewards) / len(rewards)
+
+
+async def _campaign(bus: Bus, spec: CampaignSpec, console: Console) -> None:
+    per_epoch = spec.tasks_per_epoch * (spec.group_size + 2)
+    finished = asyncio.Event()
+    phase_line = {"text": "starting"}
+    compared: set[str] = set()
+
+    async def on_event(msg, raw) -> None:
+        if isinstance(msg, CampaignEvent) and msg.campaign_id == spec.campaign_id:
+            r = msg.record
+            phase_line["text"] = f"epoch {msg.epoch}: {r.phase if r else msg.kind}"
+            if r is not None and r.verdict and msg.kind == "decided":
+                phase_line["text"] += f" (verdict {r.verdict}, {r.decision})"
+            if msg.kind in ("finished", "failed", "stopped"):
+                finished.set()
+
+    async def on_compared(msg, raw) -> None:
+        if isinstance(msg, Episode) and msg.campaign_id == spec.campaign_id:
+            compared.add(msg.episode_id)  # a republished duplicate is counted once
+
+    subs = [
+        await bus.subscribe(bus.names.campaign_event(">"), on_event),
+        await bus.subscribe(bus.names.episode("compared", "*"), on_compared),
+    ]
+    await bus.request(
+        bus.names.campaign_cmd("start"), StartCampaign(spec=spec), CampaignStatus, timeout=30
+    )
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("{task.fields[phase]}"),
         console=console,
-        transient=False,
     ) as progress:
-        pub = progress.add_task("published (episode.taught)", total=n)
-        rew = progress.add_task("rewarded  (episode.rewarded)", total=n)
-        for ep in episodes:
-            await bus.publish_durable(
-                names.episode("taught", ep.environment), ep, msg_id=f"{ep.episode_id}:taught"
-            )
-            progress.advance(pub)
-        async with asyncio.timeout(60):
-            while not done.is_set():
-                progress.update(rew, completed=len(received))
+        bar = progress.add_task("episodes compared", total=per_epoch * spec.epochs, phase="")
+        async with asyncio.timeout(900):
+            while not finished.is_set():
+                progress.update(bar, completed=len(compared), phase=phase_line["text"])
                 try:
-                    async with asyncio.timeout(0.2):
-                        await done.wait()
+                    async with asyncio.timeout(0.25):
+                        await finished.wait()
                 except TimeoutError:
                     continue
-        progress.update(rew, completed=len(received))
-    await sub.unsubscribe()
-    return [received[e.episode_id] for e in episodes]
-
-
-def _summary(console: Console, episodes: list[Episode], elapsed: float) -> None:
-    table = Table(title="aios-rl demo: episodes through the pipeline")
-    for col in ("outcome", "episodes", "mean env reward", "mean teacher shaping", "mean reward"):
-        table.add_column(col, justify="right" if col != "outcome" else "left")
-    for outcome in ("success", "partial", "failure", "blocked"):
-        group = [e for e in episodes if e.outcome == outcome]
-        if not group:
-            continue
-        shaping = [e.reward_breakdown.shaping for e in group if e.reward_breakdown]
-        table.add_row(
-            outcome,
-            str(len(group)),
-            f"{statistics.fmean(e.env_reward for e in group):.3f}",
-            f"{statistics.fmean(shaping):+.3f}",
-            f"{statistics.fmean(e.reward or 0 for e in group):.3f}",
-        )
-    console.print(table)
-    console.print(f"{len(episodes)} episodes rewarded in {elapsed:.1f}s")
+        progress.update(bar, completed=len(compared), phase=phase_line["text"])
+    for sub in subs:
+        await sub.unsubscribe()
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -165,7 +137,7 @@ def run_demo(args: argparse.Namespace) -> int:
     log_path = data / "services.log"
 
     async def main() -> int:
-        with NatsServer(data / "nats") as server, open(log_path, "w") as log_file:  # noqa: ASYNC230 - opened once at start-up
+        with NatsServer(data / "nats") as server, open(log_path, "w") as log_file:  # noqa: ASYNC230 - opened once
             console.print(
                 f"[bold]aios-rl demo[/]: embedded NATS at {server.url}; service logs in {log_path}"
             )
@@ -180,10 +152,47 @@ def run_demo(args: argparse.Namespace) -> int:
                 async with connect(server.url, name="aios-rl-demo", names=Names()) as bus:
                     await provision(bus)
                     started = time.monotonic()
-                    await _wait_for_services(bus, {r.service.name for r in replicas}, 60)
-                    console.print(f"services up: {', '.join(r.label for r in replicas)}")
-                    episodes = await _drive(bus, args.episodes, console)
-                    _summary(console, episodes, time.monotonic() - started)
+                    await _wait_for_services(bus, {r.service.name for r in replicas}, 120)
+                    console.print(
+                        f"{len(replicas)} services up: {', '.join(r.label for r in replicas)}"
+                    )
+                    train, heldout = (
+                        generate(args.tasks, split="train"),
+                        generate(10_000, split="heldout"),
+                    )
+                    await put_tasks(bus, "orchestrator", "train", train)
+                    await put_tasks(bus, "orchestrator", "heldout", heldout)
+                    initial = await _active_checkpoint(bus, 60)
+                    before = await evaluate(bus, initial, heldout)
+                    console.print(
+                        f"{len(train)} train / {len(heldout)} held-out orchestrator tasks stored; "
+                        f"initial student {initial[:12]} scores {before:.2f} on held-out"
+                    )
+                    spec = CampaignSpec(
+                        campaign_id=f"demo-{int(time.time())}",
+                        environments={"orchestrator": 1.0},
+                        tasks_per_epoch=16,
+                        group_size=4,
+                        epochs=args.epochs,
+                        episode_deadline_s=120,
+                        trainer=TrainerSettings(learning_rate=1e-2, update_epochs=4, seed=0),
+                    )
+                    await _campaign(bus, spec, console)
+                    records = await Ledger(bus).records(spec.campaign_id)
+                    scores = {
+                        r.epoch: await evaluate(bus, r.active_checkpoint, heldout)
+                        for r in records
+                        if r.active_checkpoint
+                    }
+                    final = (await CheckpointRegistry(bus).pointers())[0].active or initial
+                    after = await evaluate(bus, final, heldout)
+                    console.print(
+                        epoch_table(records, title=f"campaign {spec.campaign_id}", heldout=scores)
+                    )
+                    console.print(
+                        f"held-out mean reward: initial {before:.2f} -> final {after:.2f} "
+                        f"(active {final[:12]}); {time.monotonic() - started:.0f}s"
+                    )
             finally:
                 sup.stop()
                 await runner

@@ -17,6 +17,9 @@ def success_rate(record: EpochRecord) -> float | None:
     return sum(s.success for s in record.per_env.values()) / n if n else None
 
 
+_SHORT = {"active": "active", "pre_update_ref": "pre", "last_stable": "stable"}
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
@@ -24,28 +27,27 @@ def _pct(x: float | None) -> str:
 def epoch_table(
     records: Sequence[EpochRecord], *, title: str = "", heldout: dict[int, float] | None = None
 ) -> Table:
-    """Per epoch: episodes received of scheduled, rollout success, mean reward, verdict,
-    decision, pointer moves, verdict counts (the lanes they feed) and the new checkpoint."""
+    """Per epoch: episodes received of scheduled, rollout success (train) and held-out score,
+    mean reward, verdict, decision, pointers moved, the rollouts' verdicts better / same / worse /
+    failed (the replay lanes they feed) and the checkpoint training made."""
     table = Table(title=title or None)
-    for col in (
-        "epoch",
-        "episodes",
-        "train success",
-        "held-out",
-        "mean reward",
-        "verdict",
-        "decision",
-        "pointer moves",
-        "lanes (better/same/worse/failed)",
-        "new checkpoint",
+    for col, right in (
+        ("epoch", True),
+        ("episodes", True),
+        ("train", True),
+        ("held-out", True),
+        ("reward", True),
+        ("verdict", False),
+        ("decision", False),
+        ("moved", False),
+        ("b/s/w/f", False),
+        ("new ckpt", False),
     ):
-        table.add_column(
-            col, justify="right" if col in ("epoch", "episodes", "mean reward") else "left"
-        )
+        table.add_column(col, justify="right" if right else "left", no_wrap=True)
     for r in records:
         n = sum(s.episodes for s in r.per_env.values())
         reward = sum(s.reward_sum for s in r.per_env.values()) / n if n else None
-        moves = ", ".join(f"{m.pointer}->{(m.new or '-')[:8]}" for m in r.pointer_moves) or "-"
+        moves = ",".join(_SHORT[m.pointer] for m in r.pointer_moves) or "-"
         lanes = "/".join(
             str(r.lane_counts.get(k, 0)) for k in ("better", "same", "worse", "comparison_failed")
         )
@@ -56,9 +58,9 @@ def epoch_table(
             _pct((heldout or {}).get(r.epoch)),
             "-" if reward is None else f"{reward:.3f}",
             r.verdict or "-",
-            r.decision or "-",
+            (r.decision or "-").replace("rollback_", "rollback "),
             moves,
             lanes,
-            (r.new_checkpoint or "-")[:12],
+            (r.new_checkpoint or "-")[:8],
         )
     return table

@@ -44,6 +44,46 @@ SERVICES: tuple[ServiceEntry, ...] = (
         "services.orchestrator_runner",
         "runs orchestrator decision episodes (dispatch, preflight, clarity)",
     ),
+    ServiceEntry(
+        "teacher-gateway",
+        "services.teacher_gateway",
+        "picks the episodes a teacher judges, asks the backend named in KV control, passes every episode on as taught",
+    ),
+    ServiceEntry(
+        "teacher-oracle",
+        "services.teacher_oracle",
+        "teacher from ground truth: hints the true fix of generated shell tasks (the default backend)",
+    ),
+    ServiceEntry(
+        "teacher-claude",
+        "services.teacher_cli.claude",
+        "teacher: the claude CLI, a subprocess per request (needs claude on PATH)",
+        replicas=0,
+    ),
+    ServiceEntry(
+        "teacher-codex",
+        "services.teacher_cli.codex",
+        "teacher: the codex CLI, a subprocess per request (needs codex on PATH)",
+        replicas=0,
+    ),
+    ServiceEntry(
+        "teacher-gemini",
+        "services.teacher_cli.gemini",
+        "teacher: the gemini CLI, a subprocess per request (needs gemini on PATH)",
+        replicas=0,
+    ),
+    ServiceEntry(
+        "teacher-opencode",
+        "services.teacher_cli.opencode",
+        "teacher: the opencode CLI, a subprocess per request (needs opencode on PATH)",
+        replicas=0,
+    ),
+    ServiceEntry(
+        "teacher-openai",
+        "services.teacher_openai",
+        "teacher: any OpenAI-compatible chat-completions server (AIOS_BASE_URL, AIOS_MODEL)",
+        replicas=0,
+    ),
     ServiceEntry("reward", "services.reward", "fuses environment reward with teacher shaping"),
     ServiceEntry(
         "comparison",

@@ -1,0 +1,1 @@
+"""The shell environment: bug-fix tasks (generated modules, then real code) and their sandbox."""

@@ -1,0 +1,269 @@
+"""Running a task's tests and checking a task: the mutant fails, the fix passes, distractors don't.
+
+Tests run as real processes in a fresh temporary directory per run (so no bytecode cache can
+outlive an edit), with ``{python}`` in the test command replaced by this interpreter.
+
+.. note:: :func:`_run_tests` is a stand-in until ``aios_rl.envs.shell.sandbox`` lands: switch it
+   to ``sandbox.LocalExecutor`` then. It has the same shape (argv run in a directory with a
+   timeout; exit code and output back), and it only does what task generation needs: a process
+   group killed on timeout, a few resource limits, a clean environment. It is no sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+from typing import NamedTuple
+
+import msgspec
+
+from contracts import CandidateEdit, ShellTask
+
+__all__ = [
+    "EditError",
+    "RunResult",
+    "apply_edit",
+    "check_task",
+    "drop_passing_distractors",
+    "failing_test_ids",
+    "materialize",
+    "run_files",
+    "run_many",
+    "task_id_of",
+]
+
+OUTPUT_LIMIT = 1 << 20
+"""Bytes of a run's output kept (the head)."""
+
+MEMORY_LIMIT = 2 << 30
+"""Address-space limit of a test process (a mutant's runaway loop must not take the host)."""
+
+FILE_SIZE_LIMIT = 64 << 20
+
+
+class EditError(ValueError):
+    """An edit does not apply: its ``old`` text does not occur exactly once in its file."""
+
+
+class RunResult(NamedTuple):
+    """What one test run gave."""
+
+    exit_code: int | None
+    """``None`` when the run timed out."""
+    output: str
+    """stdout and stderr, interleaved, cut at ``OUTPUT_LIMIT`` bytes."""
+    timed_out: bool
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+def _run_tests(task_dir: Path, argv: Sequence[str], timeout: float) -> RunResult:
+    """Run ``argv`` in ``task_dir`` with a ``timeout`` in seconds.
+
+    Stand-in for ``sandbox.LocalExecutor`` (see the module docstring): switch when it lands."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(task_dir),
+        "TMPDIR": str(task_dir),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONIOENCODING": "utf-8",
+    }
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as sink:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=task_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        resource.prlimit(proc.pid, resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+        resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        # The whole group goes: test suites may leave children behind.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        sink.seek(0)
+        output = sink.read(OUTPUT_LIMIT).decode("utf-8", "replace")
+    return RunResult(
+        exit_code=None if timed_out else proc.returncode,
+        output=output,
+        timed_out=timed_out,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _safe_path(rel: str) -> PurePosixPath:
+    path = PurePosixPath(rel)
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        raise ValueError(f"task file path {rel!r} must be relative and stay inside the task")
+    return path
+
+
+def materialize(files: Mapping[str, str], directory: Path) -> None:
+    """Write ``files`` (relative path -> text) under ``directory``. Raises ``ValueError`` for
+    a path that would leave it."""
+    for rel, text in files.items():
+        target = directory.joinpath(*_safe_path(rel).parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def command_argv(test_command: Sequence[str]) -> list[str]:
+    """The test command with ``{python}`` replaced by this interpreter."""
+    return [a.replace("{python}", sys.executable) for a in test_command]
+
+
+def run_files(
+    files: Mapping[str, str], test_command: Sequence[str], *, timeout: float
+) -> RunResult:
+    """Materialise ``files`` in a fresh temporary directory and run the test command there."""
+    with tempfile.TemporaryDirectory(prefix="aios-shell-") as tmp:
+        materialize(files, Path(tmp))
+        return _run_tests(Path(tmp), command_argv(test_command), timeout)
+
+
+class Job(NamedTuple):
+    files: Mapping[str, str]
+    test_command: Sequence[str]
+    timeout: float
+
+
+def run_many(jobs: Sequence[Job], *, workers: int = 2) -> list[RunResult]:
+    """Run every job (``workers`` at a time); results in the jobs' order."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [run_files(j.files, j.test_command, timeout=j.timeout) for j in jobs]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda j: run_files(j.files, j.test_command, timeout=j.timeout), jobs))
+
+
+_FAILURE_RE = re.compile(r"^(?:FAIL|ERROR): (\S+) \(([^)\s]+)\)", re.MULTILINE)
+
+
+def failing_test_ids(output: str) -> list[str]:
+    """The ids (``module.Class.test``) of the tests a ``unittest`` run reports as failing or
+    erroring, sorted, each once (subtests fold into their test)."""
+    ids = set()
+    for name, where in _FAILURE_RE.findall(output):
+        ids.add(where if where.endswith("." + name) or where == name else f"{where}.{name}")
+    return sorted(ids)
+
+
+def task_id_of(files: Mapping[str, str], test_command: Sequence[str]) -> str:
+    """The content address of a task: the first 16 hex digits of the sha256 of the canonical
+    JSON (sorted keys, no spaces, UTF-8) of its files and test command."""
+    canonical = json.dumps(
+        {"files": dict(files), "test_command": list(test_command)},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def apply_edit(files: Mapping[str, str], edit: CandidateEdit) -> dict[str, str]:
+    """The files with ``edit`` applied. Raises ``EditError`` unless ``edit.old`` occurs exactly
+    once in ``edit.path``."""
+    text = files.get(edit.path)
+    if text is None:
+        raise EditError(f"edit {edit.label!r}: no file {edit.path!r} in the task")
+    count = text.count(edit.old)
+    if count != 1:
+        raise EditError(f"edit {edit.label!r}: its text occurs {count} times in {edit.path}")
+    out = dict(files)
+    out[edit.path] = text.replace(edit.old, edit.new, 1)
+    return out
+
+
+def check_task(
+    task: ShellTask, *, timeout: float = 60.0, workers: int = 2, distractors: bool = True
+) -> list[str]:
+    """Everything wrong with ``task``, run for real (empty: the task is sound).
+
+    Checks the content address, that the tests fail on the task's files with exactly
+    ``failing_tests`` failing, that there is one fix and it makes the tests pass, that the
+    ground truth's mutated text occurs once, and (``distractors``) that no other candidate edit
+    makes the tests pass."""
+    problems = []
+    if task.task_id != task_id_of(task.files, task.test_command):
+        problems.append("task_id is not the content address of files + test_command")
+    gt = task.ground_truth
+    if task.files.get(gt.path, "").count(gt.mutated) != 1:
+        problems.append("ground truth's mutated text does not occur exactly once")
+    fixes = [e for e in task.candidate_edits if e.is_fix]
+    if len(fixes) != 1:
+        problems.append(f"{len(fixes)} candidate edits are marked as the fix")
+    jobs = [Job(task.files, task.test_command, timeout)]
+    labels = ["as given"]
+    for edit in task.candidate_edits:
+        if not (edit.is_fix or distractors):
+            continue
+        try:
+            jobs.append(Job(apply_edit(task.files, edit), task.test_command, timeout))
+            labels.append(edit.label)
+        except EditError as exc:
+            problems.append(str(exc))
+    results = run_many(jobs, workers=workers)
+    mutant = results[0]
+    if mutant.passed or mutant.timed_out:
+        problems.append("the tests do not fail on the task as given")
+    elif failing_test_ids(mutant.output) != sorted(task.failing_tests):
+        problems.append(
+            f"failing tests {failing_test_ids(mutant.output)} differ from "
+            f"the recorded {sorted(task.failing_tests)}"
+        )
+    by_label = {e.label: e for e in task.candidate_edits}
+    for label, result in zip(labels[1:], results[1:], strict=True):
+        if by_label[label].is_fix and not result.passed:
+            problems.append(f"the fix {label!r} does not make the tests pass")
+        if not by_label[label].is_fix and result.passed:
+            problems.append(f"distractor {label!r} makes the tests pass")
+    return problems
+
+
+def drop_passing_distractors(
+    tasks: Sequence[ShellTask], timeouts: Sequence[float], *, workers: int = 2
+) -> list[ShellTask]:
+    """The tasks with every distractor whose edit makes the tests pass removed, run for real
+    (every task's distractors in one parallel batch; ``timeouts[i]`` for ``tasks[i]``)."""
+    jobs, owners = [], []
+    for i, (task, timeout) in enumerate(zip(tasks, timeouts, strict=True)):
+        for edit in task.candidate_edits:
+            if not edit.is_fix:
+                jobs.append(Job(apply_edit(task.files, edit), task.test_command, timeout))
+                owners.append((i, edit.label))
+    results = run_many(jobs, workers=workers)
+    passing = {owner for owner, r in zip(owners, results, strict=True) if r.passed}
+    out = []
+    for i, task in enumerate(tasks):
+        kept = [e for e in task.candidate_edits if (i, e.label) not in passing]
+        if len(kept) < len(task.candidate_edits):
+            task = msgspec.structs.replace(task, candidate_edits=kept)
+        out.append(task)
+    return out

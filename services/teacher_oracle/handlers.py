@@ -1,0 +1,87 @@
+"""Oracle handlers: read the task's ground truth from the Object Store ``tasks``, judge."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import msgspec
+import nats.js.errors
+from nats.micro.service import ServiceError
+
+from aios_rl._objects import ObjectReadError, read_object
+from aios_rl.bus import Bus, PermanentError, get_logger
+from contracts import Names, ShellTask, TeacherRequest, TeacherSignal
+from contracts.subjects import OBJECTS_TASKS
+
+from .logic import judge, not_judged
+from .settings import OracleSettings
+
+_task_decoder = msgspec.json.Decoder(ShellTask)
+
+
+class Oracle:
+    """Answers ``teacher.request.oracle`` with judgements from ground truth."""
+
+    def __init__(self, bus: Bus, settings: OracleSettings) -> None:
+        self.bus = bus
+        self.tasks: OrderedDict[str, ShellTask] = OrderedDict()
+        self.capacity = settings.task_cache_size
+        self.answered = 0
+        self.missing_tasks = 0
+        self.log = get_logger()
+
+    async def task(self, task_id: str) -> ShellTask:
+        """The shell task ``task_id`` from the Object Store (decoded once, then cached).
+
+        Raises ``PermanentError`` for an id that cannot name an object or an object that is not a
+        ``ShellTask``, ``ServiceError`` 404 when no such task is stored and 503 when its chunks
+        do not add up."""
+        cached = self.tasks.get(task_id)
+        if cached is not None:
+            self.tasks.move_to_end(task_id)
+            return cached
+        try:
+            name = Names.object_task("shell", task_id)
+        except ValueError as exc:
+            raise PermanentError(str(exc)) from exc
+        try:
+            # read_object, not ObjectStore.get: get can hand back a partial object under load.
+            data = await read_object(self.bus.js, self.bus.names.bucket(OBJECTS_TASKS), name)
+        except nats.js.errors.NotFoundError as exc:
+            self.missing_tasks += 1
+            raise ServiceError("404", f"no shell task {task_id} in the tasks store") from exc
+        except ObjectReadError as exc:
+            raise ServiceError("503", str(exc)) from exc
+        try:
+            task = _task_decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise PermanentError(f"object {name} is not a ShellTask: {exc}") from exc
+        self.tasks[task_id] = task
+        while len(self.tasks) > self.capacity:
+            self.tasks.popitem(last=False)
+        return task
+
+    async def answer(self, req: TeacherRequest) -> TeacherSignal:
+        """Endpoint handler: the oracle's signal for one request."""
+        if req.environment != "shell":
+            signal = not_judged(
+                req, f"the oracle holds ground truth for shell tasks only, not {req.environment}"
+            )
+        else:
+            signal = judge(req, await self.task(req.task_id))
+        self.answered += 1
+        self.log.debug(
+            "oracle.answered",
+            episode_id=req.episode_id,
+            verdict=signal.verdict,
+            score=signal.score,
+            hints=len(signal.hints),
+        )
+        return signal
+
+    def stats(self) -> dict[str, float]:
+        return {
+            "answered": float(self.answered),
+            "cached_tasks": float(len(self.tasks)),
+            "missing_tasks": float(self.missing_tasks),
+        }

@@ -1,0 +1,123 @@
+"""The oracle teacher's judgement, pure: no NATS here.
+
+The oracle knows the ground truth of generated shell tasks: which of the candidate edits
+(``CandidateEdit.is_fix``) fixes the injected bug. It judges a trajectory by whether and when the
+agent applied that edit, and by the outcome the environment reported.
+
+Hints: every step *before the fix was first applied* that offered the fix among its candidates
+and chose something else gets ``better_action`` = that fix's label. Steps after the fix was
+applied get none (what is best then — run the tests, submit — is not ground truth the oracle
+holds).
+
+Scores and verdicts (``missed`` = steps that offered the fix and chose something else first):
+
+=========  ===========  =============================  =================  ========
+outcome    fix applied  verdict                        score              boundary
+=========  ===========  =============================  =================  ========
+success    yes          correct                        1 - 0.1·missed     no
+                                                       (at least 0.5)
+success    no           correct                        0.5                **yes**
+partial    yes          partially_correct              0.25               **yes**
+partial    no           partially_correct              -0.25              no
+failure    yes          partially_correct              0.0                **yes**
+failure    no, offered  incorrect                      -1.0               no
+failure    never shown  incorrect                      -0.5               no
+blocked    either       unsure                         0.0                **yes**
+=========  ===========  =============================  =================  ========
+
+Boundary (ambiguous) cases are those where the outcome and the ground truth disagree — tests
+pass without the known fix (another fix, or weak tests), the known fix was applied and the tests
+still fail (something else broke, or the tests are flaky) — and ``blocked`` episodes, where the
+environment stopped the agent and the oracle cannot tell fault from infrastructure. A task with
+no fix among its candidate edits is judged ``unsure``, score 0, boundary.
+
+Episodes of other environments (browser, orchestrator) have no ground truth the oracle holds:
+they are answered ``unsure`` with score 0 and no hints (status ``ok``, so they pass through
+reward fusion without shaping).
+"""
+
+from __future__ import annotations
+
+from aios_rl.teachers import shown_as
+from contracts import CandidateEdit, ShellTask, TeacherHint, TeacherRequest, TeacherSignal
+
+__all__ = ["BACKEND", "judge", "not_judged"]
+
+BACKEND = "oracle"
+
+
+def not_judged(req: TeacherRequest, reason: str) -> TeacherSignal:
+    """The answer for an episode the oracle holds no ground truth for."""
+    return TeacherSignal(backend=BACKEND, verdict="unsure", score=0.0, rationale=reason)
+
+
+def _offered_fix(candidates: list[str], fixes: list[CandidateEdit]) -> CandidateEdit | None:
+    for shown in candidates:
+        for fix in fixes:
+            if shown_as(fix.label, shown):
+                return fix
+    return None
+
+
+def judge(req: TeacherRequest, task: ShellTask) -> TeacherSignal:
+    """The oracle's signal for a shell episode on ``task`` (see the module's table)."""
+    fixes = [e for e in task.candidate_edits if e.is_fix]
+    gt = task.ground_truth
+    if not fixes:
+        return TeacherSignal(
+            backend=BACKEND,
+            verdict="unsure",
+            boundary=True,
+            rationale=f"task {task.task_id} offers no candidate edit that fixes the bug",
+        )
+    where = f"{gt.operator} at {gt.path}:{gt.line}"
+    hints: list[TeacherHint] = []
+    applied_at: int | None = None
+    offered = False
+    for step in req.steps:
+        fix = _offered_fix(step.candidates, fixes)
+        if any(shown_as(f.label, step.action) for f in fixes):
+            applied_at = step.index
+            break
+        if fix is not None:
+            offered = True
+            hints.append(
+                TeacherHint(step=step.index, better_action=fix.label, note=f"fixes the {where}")
+            )
+    missed = len(hints)
+    applied = applied_at is not None
+    match req.outcome, applied:
+        case "success", True:
+            verdict, score, boundary = "correct", max(0.5, 1.0 - 0.1 * missed), False
+            why = f"applied the fix at step {applied_at}" + (
+                f" after passing it over {missed} time(s)" if missed else ""
+            )
+        case "success", False:
+            verdict, score, boundary = "correct", 0.5, True
+            why = "tests pass without the known fix (another fix, or weak tests)"
+        case "partial", True:
+            verdict, score, boundary = "partially_correct", 0.25, True
+            why = f"applied the fix at step {applied_at} yet some tests still fail"
+        case "partial", False:
+            verdict, score, boundary = "partially_correct", -0.25, False
+            why = "some tests pass but the bug was never fixed"
+        case "failure", True:
+            verdict, score, boundary = "partially_correct", 0.0, True
+            why = f"applied the fix at step {applied_at} yet the tests fail"
+        case "failure", False if offered:
+            verdict, score, boundary = "incorrect", -1.0, False
+            why = f"passed over the fix {missed} time(s)"
+        case "failure", False:
+            verdict, score, boundary = "incorrect", -0.5, False
+            why = "the fix was never among the shown candidates"
+        case _:  # blocked
+            verdict, score, boundary = "unsure", 0.0, True
+            why = "the environment blocked the episode"
+    return TeacherSignal(
+        backend=BACKEND,
+        verdict=verdict,
+        score=score,
+        hints=hints,
+        boundary=boundary,
+        rationale=f"{why}; the bug is the {where}",
+    )

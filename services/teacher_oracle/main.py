@@ -1,0 +1,50 @@
+"""Entry point: ``python -m services.teacher_oracle``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
+from contracts import Names, TeacherRequest
+
+from . import __version__
+from .handlers import Oracle
+from .logic import BACKEND
+from .settings import OracleSettings
+
+NAME = f"teacher-{BACKEND}"
+
+
+def build(bus: Bus, settings: OracleSettings) -> tuple[Service, Oracle]:
+    """The oracle teacher on ``bus`` (not yet running) and its state."""
+    oracle = Oracle(bus, settings)
+    svc = Service(
+        bus,
+        name=NAME,
+        version=__version__,
+        shutdown_grace_s=settings.shutdown_grace_s,
+        description="Teacher from ground truth: hints the true fix of generated shell tasks.",
+    )
+    svc.endpoint(
+        "judge",
+        bus.names.teacher_request(BACKEND),
+        TeacherRequest,
+        oracle.answer,
+        concurrency=settings.concurrency,
+    )
+    svc.stats(oracle.stats)
+    return svc, oracle
+
+
+async def serve(settings: OracleSettings) -> None:
+    async with connect(settings.nats_url, name=NAME, names=Names(settings.namespace)) as bus:
+        await provision(bus)
+        svc, _ = build(bus, settings)
+        await svc.run()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = load_settings(OracleSettings, argv, prog="aios-rl-teacher-oracle")
+    configure_logging(NAME, fmt=settings.log_format, level=settings.log_level)
+    asyncio.run(serve(settings))
