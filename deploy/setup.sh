@@ -2,7 +2,7 @@
 # Set up aios-rl on a fresh machine with only Python 3.11 and root. Idempotent: run it again
 # any time; it only installs what is missing.
 #
-#   deploy/setup.sh            # .venv with torch==2.13.0 (CPU) and aios-rl[dev]
+#   deploy/setup.sh            # .venv with torch==2.13.0 (CPU) and aios-rl[dev], Debian's bubblewrap
 #   deploy/setup.sh --browser  # also Debian's chromium, for the browser environment
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,10 +22,16 @@ fi
 echo "setup: installing aios-rl[dev]"
 "${pip[@]}" -e ".[dev]"
 
+# Debian packages, each only when missing; the package index is refreshed once, and only if
+# something is to be installed. bubblewrap is the shell environment's sandbox (docs/sandbox.md).
+apt_packages=()
+command -v bwrap >/dev/null || apt_packages+=(bubblewrap)
 if [ "${1:-}" = "--browser" ] || [ "${AIOS_BROWSER:-0}" = "1" ]; then
-  if [ ! -x /usr/bin/chromium ]; then
-    echo "setup: installing Debian chromium"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  fi
+  [ -x /usr/bin/chromium ] || apt_packages+=(chromium)
+fi
+if [ ${#apt_packages[@]} -gt 0 ]; then
+  echo "setup: installing Debian ${apt_packages[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
 fi
 echo "setup: done ($(.venv/bin/aios-rl --version 2>/dev/null || echo 'aios-rl installed'))"
