@@ -81,7 +81,7 @@ async def evaluate(bus: Bus, checkpoint: str, tasks: list[OrchestratorTask]) -> 
 
 
 async def _campaign(bus: Bus, spec: CampaignSpec, console: Console) -> None:
-    per_epoch = spec.tasks_per_epoch * (spec.group_size + 2)
+    per_epoch = spec.tasks_per_epoch * (spec.group_size + spec.reference_runs)
     finished = asyncio.Event()
     phase_line = {"text": "starting"}
     compared: set[str] = set()

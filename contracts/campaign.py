@@ -74,6 +74,8 @@ class CampaignSpec(Message, frozen=True, kw_only=True):
     split: str = "train"
     episode_deadline_s: float = 120.0
     seed: int = 0
+    reference_runs: int = 2
+    """Runs of the reference policy per task, what each rollout is compared against."""
 
 
 class StartCampaign(Message, frozen=True, kw_only=True, tag="start", tag_field="command"):

@@ -38,9 +38,6 @@ __all__ = [
     "split_counts",
 ]
 
-REFERENCE_RUNS = 2
-"""Runs of the reference policy per task: what the comparison measures rollouts against."""
-
 
 def split_counts(total: int, ratios: Mapping[str, float]) -> dict[str, int]:
     """``total`` tasks split by ``ratios`` (largest remainder; ties by name). Raises
@@ -96,7 +93,7 @@ def plan_jobs(spec: CampaignSpec, state: CampaignState, *, deadline: float) -> l
     for i, entry in enumerate(state.tasks):
         env, task_id = entry.split("/", 1)
         runs = [("rollout", k, state.candidate) for k in range(spec.group_size)]
-        runs += [("reference", k, state.reference) for k in range(REFERENCE_RUNS)]
+        runs += [("reference", k, state.reference) for k in range(spec.reference_runs)]
         for role, k, ckpt in runs:
             eid = episode_id(spec.campaign_id, state.epoch, i, role, k)
             jobs.append(
