@@ -27,6 +27,8 @@ lint:
 schema:
     {{venv}}/python -m contracts.schema_gen
 
-# Benchmarks (results written under bench/results/)
+# Benchmarks, one after the other (results written under bench/results/); `just bench --quick` for a smoke run
 bench *ARGS:
     {{venv}}/python bench/bus.py {{ARGS}}
+    {{venv}}/python bench/sampler.py {{ARGS}}
+    {{venv}}/python bench/trainer.py {{ARGS}}

@@ -16,8 +16,8 @@ is a prefix of ``generate(m)`` for ``n < m``.
 
 **Verification of each task.** The variant's tests pass on the original module (checked once per
 variant), fail on the mutant without timing out (the failing test ids are recorded), and, with
-``check_distractors``, still fail after each distractor edit (one that makes them pass is
-dropped). The fix gives back the original file byte for byte, so it passes by construction.
+``check_distractors``, still fail after each distractor edit, without timing out (a distractor
+that makes them pass or time out is dropped). The fix gives back the original file byte for byte, so it passes by construction.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from .assemble import (
 )
 from .families import FAMILIES, VARIANTS, Rendered, render
 from .mutations import Mutant, MutationError, Site
-from .verify import Job, RunResult, drop_passing_distractors, failing_test_ids, run_many
+from .verify import Job, RunResult, drop_bad_distractors, failing_test_ids, run_many
 
 __all__ = [
     "HELDOUT_PERCENT",
@@ -51,6 +51,7 @@ __all__ = [
     "Progress",
     "candidates",
     "generate",
+    "original_runs",
     "split_of",
 ]
 
@@ -64,7 +65,7 @@ else), and interpreter start-up drops from ~0.2 s to ~0.04 s."""
 HELDOUT_PERCENT = 30
 """Share of (family, operator, variant) triples held out, in percent."""
 
-MIN_TIMEOUT_S = 3.0
+MIN_TIMEOUT_S = 2.0
 """Floor of a mutant run's timeout; otherwise 10 x the original's run time (mutants that loop
 forever cost this much each)."""
 
@@ -142,6 +143,25 @@ _ORIGINALS: dict[tuple[str, int], _Original] = {}
 (variants never change)."""
 
 
+def original_runs(
+    variants: Sequence[tuple[str, int]], workers: int = 2
+) -> dict[tuple[str, int], RunResult]:
+    """The passing test run of each (family, variant)'s original module, run once per process
+    (variants never change). Raises ``GenerationError`` when an original fails its tests."""
+    todo = {key: render(FAMILIES[key[0]], key[1]) for key in variants if key not in _ORIGINALS}
+    results = run_many(
+        [Job(r.files, TEST_COMMAND, MAX_TIMEOUT_S) for r in todo.values()], workers=workers
+    )
+    for (key, rendered), result in zip(todo.items(), results, strict=True):
+        if not result.passed:
+            raise GenerationError(
+                f"{rendered.module_path} (family {key[0]}, variant {key[1]}) fails its own "
+                f"tests:\n{result.output[-2000:]}"
+            )
+        _ORIGINALS[key] = _Original(result)
+    return {key: _ORIGINALS[key].result for key in variants}
+
+
 class _Verifier:
     """Runs a batch of candidates through mutation, tests and distractor checks."""
 
@@ -156,22 +176,7 @@ class _Verifier:
         self.rejected[why] = self.rejected.get(why, 0) + 1
 
     def _ensure_originals(self, batch: Sequence[Candidate]) -> None:
-        todo = {}
-        for c in batch:
-            key = (c.rendered.family, c.rendered.variant)
-            if key not in self.originals:
-                todo[key] = c.rendered
-        results = run_many(
-            [Job(r.files, TEST_COMMAND, MAX_TIMEOUT_S) for r in todo.values()],
-            workers=self.workers,
-        )
-        for (key, rendered), result in zip(todo.items(), results, strict=True):
-            if not result.passed:
-                raise GenerationError(
-                    f"{rendered.module_path} (family {key[0]}, variant {key[1]}) fails its own "
-                    f"tests:\n{result.output[-2000:]}"
-                )
-            self.originals[key] = _Original(result)
+        original_runs([(c.rendered.family, c.rendered.variant) for c in batch], self.workers)
 
     def batch(self, batch: Sequence[Candidate], split: Split, seed: int) -> list[ShellTask]:
         """The candidates that verify, as tasks (distractors not yet checked), in order."""
@@ -278,7 +283,7 @@ def generate(
     pool = candidates(split, seed)
     verifier = _Verifier(workers=workers)
     tasks: list[ShellTask] = []
-    batch_size = max(4, 4 * workers)
+    batch_size = max(8, 8 * workers)
     at = 0
     while len(tasks) < count and at < len(pool):
         # Ask for a little more than is missing: a share of the mutants survive or time out.
@@ -288,7 +293,7 @@ def generate(
         drafts = verifier.batch(batch, split, seed)[: count - len(tasks)]
         if check_distractors:
             timeouts = [verifier.timeouts[t.task_id] for t in drafts]
-            drafts = drop_passing_distractors(drafts, timeouts, workers=workers)
+            drafts = drop_bad_distractors(drafts, timeouts, workers=workers)
         tasks.extend(drafts)
         if progress is not None:
             progress(

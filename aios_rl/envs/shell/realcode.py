@@ -24,7 +24,7 @@ never mutated.
 **Verification.** Per module: the upstream tests pass on the unmodified copy (and that run's
 time sets the module's timeout: ``max(MIN_TIMEOUT_S, 8 x``, capped by ``run_budget_s``; modules
 slower than the budget are skipped). Per task: the tests fail on the mutant without timing out
-(failing ids recorded), and no distractor makes them pass.
+(failing ids recorded), and no distractor makes them pass or time out.
 
 **Order.** Candidates are grouped by (module, operator), shuffled by ``Random("<seed>/real")``
 and dealt one per group per round, as in phase 1. ``source`` records the module and the
@@ -54,7 +54,7 @@ from .verify import (
     Job,
     _run_tests,
     command_argv,
-    drop_passing_distractors,
+    drop_bad_distractors,
     failing_test_ids,
     materialize,
     run_many,
@@ -367,7 +367,7 @@ def generate_real(
     pool = _candidates(prepared, seed)
     tasks: list[ShellTask] = []
     rejected: dict[str, int] = {}
-    batch_size = max(4, 4 * workers)
+    batch_size = max(8, 8 * workers)
     at = 0
     while len(tasks) < count and at < len(pool):
         want = min(batch_size, 2 + int((count - len(tasks)) * 1.5))
@@ -396,7 +396,7 @@ def generate_real(
             timeouts.append(module.timeout)
         drafts, timeouts = drafts[: count - len(tasks)], timeouts[: count - len(tasks)]
         if check_distractors:
-            drafts = drop_passing_distractors(drafts, timeouts, workers=workers)
+            drafts = drop_bad_distractors(drafts, timeouts, workers=workers)
         tasks.extend(drafts)
         if progress is not None:
             progress(

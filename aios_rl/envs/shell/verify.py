@@ -35,7 +35,7 @@ __all__ = [
     "RunResult",
     "apply_edit",
     "check_task",
-    "drop_passing_distractors",
+    "drop_bad_distractors",
     "failing_test_ids",
     "materialize",
     "run_files",
@@ -244,14 +244,17 @@ def check_task(
             problems.append(f"the fix {label!r} does not make the tests pass")
         if not by_label[label].is_fix and result.passed:
             problems.append(f"distractor {label!r} makes the tests pass")
+        if not by_label[label].is_fix and result.timed_out:
+            problems.append(f"distractor {label!r} makes the tests time out")
     return problems
 
 
-def drop_passing_distractors(
+def drop_bad_distractors(
     tasks: Sequence[ShellTask], timeouts: Sequence[float], *, workers: int = 2
 ) -> list[ShellTask]:
-    """The tasks with every distractor whose edit makes the tests pass removed, run for real
-    (every task's distractors in one parallel batch; ``timeouts[i]`` for ``tasks[i]``)."""
+    """The tasks without the distractors whose edit makes the tests pass (a second fix) or
+    time out (an episode that picks one would hold a runner for the whole timeout), run for
+    real: every task's distractors in one parallel batch, ``timeouts[i]`` for ``tasks[i]``."""
     jobs, owners = [], []
     for i, (task, timeout) in enumerate(zip(tasks, timeouts, strict=True)):
         for edit in task.candidate_edits:
@@ -259,10 +262,10 @@ def drop_passing_distractors(
                 jobs.append(Job(apply_edit(task.files, edit), task.test_command, timeout))
                 owners.append((i, edit.label))
     results = run_many(jobs, workers=workers)
-    passing = {owner for owner, r in zip(owners, results, strict=True) if r.passed}
+    bad = {owner for owner, r in zip(owners, results, strict=True) if r.passed or r.timed_out}
     out = []
     for i, task in enumerate(tasks):
-        kept = [e for e in task.candidate_edits if (i, e.label) not in passing]
+        kept = [e for e in task.candidate_edits if (i, e.label) not in bad]
         if len(kept) < len(task.candidate_edits):
             task = msgspec.structs.replace(task, candidate_edits=kept)
         out.append(task)
