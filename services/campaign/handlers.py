@@ -7,6 +7,7 @@ campaign killed in any phase resumes where it was without doing anything twice."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -14,7 +15,7 @@ import msgspec
 import nats.js.errors
 from nats.micro.service import ServiceError
 
-from aios_rl.bus import Bus, BusError, RemoteError, get_logger
+from aios_rl.bus import Bus, BusError, NoResponders, RemoteError, RequestTimeout, get_logger
 from aios_rl.checkpoints import CheckpointRegistry, InvalidMoveError, StalePointersError
 from aios_rl.control import ControlStore
 from aios_rl.ledger import Ledger
@@ -54,6 +55,7 @@ class Campaigns:
         self.arrivals = Arrivals(bus)
         self.drivers: dict[str, asyncio.Task[None]] = {}
         self.wakeups: dict[str, asyncio.Event] = {}
+        self._stopped = asyncio.Event()
         self.log = get_logger()
 
     # -- durable state ------------------------------------------------------------------------------
@@ -390,20 +392,41 @@ class Campaigns:
             since=state.epoch_started_at - 1.0,
         )
         new_checkpoint: str | None = None
-        try:
-            result = await self.bus.request(
-                self.bus.names.trainer_update(),
-                update,
-                TrainerUpdateResult,
-                timeout=self.settings.train_timeout_s,
-            )
-            new_checkpoint = result.checkpoint_id
-        except RemoteError as exc:
-            if exc.code not in ("409", "422"):
-                raise
-            self.log.warning(
-                "update_skipped", campaign_id=spec.campaign_id, epoch=state.epoch, error=str(exc)
-            )
+        for attempt in range(1, self.settings.train_attempts + 1):
+            try:
+                result = await self.bus.request(
+                    self.bus.names.trainer_update(),
+                    update,
+                    TrainerUpdateResult,
+                    timeout=self.settings.train_timeout_s,
+                )
+                new_checkpoint = result.checkpoint_id
+                break
+            except RemoteError as exc:
+                if exc.code in ("409", "422"):  # stale base or nothing to learn: skip this update
+                    self.log.warning(
+                        "update_skipped",
+                        campaign_id=spec.campaign_id,
+                        epoch=state.epoch,
+                        error=str(exc),
+                    )
+                    break
+                if exc.code != "503" or attempt == self.settings.train_attempts:
+                    raise
+            except (RequestTimeout, NoResponders) as exc:
+                # The trainer died or is restarting; the update is deterministic and idempotent
+                # (same id, data and seed give the same checkpoint), so asking again is safe.
+                if attempt == self.settings.train_attempts:
+                    raise
+                self.log.warning(
+                    "trainer_unavailable",
+                    campaign_id=spec.campaign_id,
+                    attempt=attempt,
+                    error=str(exc),
+                )
+            with contextlib.suppress(TimeoutError):  # a pause between attempts
+                async with asyncio.timeout(self.settings.train_retry_s):
+                    await self._stopped.wait()  # returns early only if the driver is shutting down
         state = await self.save(
             spec.campaign_id, lambda s: msgspec.structs.replace(s, phase="done")
         )

@@ -14,7 +14,11 @@ class CampaignSettings(ServiceSettings):
     verdict_timeout_s: float = 60.0
     """Deadline for the comparison service's epoch verdict (past it: comparison_failed, a hold)."""
     train_timeout_s: float = 900.0
-    """Deadline for one trainer update."""
+    """Deadline for one attempt at a trainer update."""
+    train_attempts: int = 5
+    """Attempts at an update when the trainer is unavailable (it is idempotent)."""
+    train_retry_s: float = 2.0
+    """Pause between attempts."""
     recheck_s: float = 1.0
     """How often a collecting epoch re-reads its arrivals when no episode wakes it."""
     concurrency: int = 8

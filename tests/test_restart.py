@@ -1,0 +1,146 @@
+"""Restart safety of the whole stack: ``aios-rl up`` runs every service as a process; the
+campaign is SIGKILLed mid-collect and the trainer mid-update; the supervisor restarts them and
+the campaign ends with every scheduled episode in the ledger, each counted once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from aios_rl.bus import Bus, connect
+from aios_rl.discovery import discover
+from aios_rl.envs.orchestrator import generate
+from aios_rl.envs.store import put_tasks
+from aios_rl.ledger import Ledger
+from aios_rl.natsd import free_port
+from aios_rl.stack import SERVICES
+from contracts import (
+    CampaignEvent,
+    CampaignSpec,
+    CampaignStatus,
+    Episode,
+    StartCampaign,
+    TrainerSettings,
+)
+
+
+async def _pid(bus: Bus, service: str, deadline: float = 60) -> int:
+    async with asyncio.timeout(deadline):
+        while True:
+            for v in await discover(bus.nc, namespace="", window=0.2):
+                if v.name == service and v.pid:
+                    return v.pid
+
+
+@pytest.mark.slow
+async def test_killing_campaign_and_trainer_mid_epoch_loses_and_duplicates_nothing(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "AIOS_LOG_FORMAT": "json",
+        "AIOS_TRAIN_TIMEOUT_S": "20",
+        "AIOS_TRAIN_RETRY_S": "1",
+    }
+    env.pop("NATS_URL", None)
+    env.pop("AIOS_NAMESPACE", None)
+    log = open(tmp_path / "up.log", "wb")  # noqa: ASYNC230 - the stack's merged logs, for diagnosis
+    up = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "aios_rl.cli",
+        "up",
+        "--nats-port",
+        str(port),
+        "--data-dir",
+        str(tmp_path / "aios"),
+        stdout=log,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+    )
+    url = f"nats://127.0.0.1:{port}"
+    spec = CampaignSpec(
+        campaign_id="restart",
+        environments={"orchestrator": 1.0},
+        tasks_per_epoch=8,
+        group_size=4,
+        epochs=3,
+        episode_deadline_s=240,
+        trainer=TrainerSettings(learning_rate=1e-2, seed=0),
+    )
+    try:
+        async with connect(url, name="test-restart", connect_deadline=30) as bus:
+            wanted = {s.name for s in SERVICES if s.replicas > 0}
+            async with asyncio.timeout(90):
+                while not wanted <= {
+                    v.name for v in await discover(bus.nc, namespace="", window=0.2)
+                }:
+                    pass  # each discovery round waits for replies
+            await put_tasks(bus, "orchestrator", "train", generate(40))
+            killed: list[str] = []
+            finished = asyncio.Event()
+            kill_queue: asyncio.Queue[str] = asyncio.Queue()
+
+            async def on_compared(msg, raw) -> None:
+                if (
+                    isinstance(msg, Episode)
+                    and msg.campaign_id == spec.campaign_id
+                    and "campaign" not in killed
+                ):
+                    killed.append("campaign")
+                    kill_queue.put_nowait("campaign")
+
+            async def on_event(msg, raw) -> None:
+                if not isinstance(msg, CampaignEvent) or msg.campaign_id != spec.campaign_id:
+                    return
+                if (
+                    msg.record
+                    and msg.epoch == 1
+                    and msg.record.phase == "train"
+                    and "trainer" not in killed
+                ):
+                    killed.append("trainer")
+                    kill_queue.put_nowait("trainer")
+                if msg.kind in ("finished", "failed"):
+                    finished.set()
+
+            await bus.subscribe(bus.names.episode("compared", "*"), on_compared)
+            await bus.subscribe(bus.names.campaign_event(">"), on_event)
+            await bus.request(
+                bus.names.campaign_cmd("start"),
+                StartCampaign(spec=spec),
+                CampaignStatus,
+                timeout=30,
+            )
+
+            async def killer() -> None:
+                while True:
+                    service = await kill_queue.get()
+                    os.kill(await _pid(bus, service), signal.SIGKILL)
+
+            kill_task = asyncio.create_task(killer())
+            await asyncio.wait_for(finished.wait(), 400)
+            kill_task.cancel()
+            records = await Ledger(bus).records(spec.campaign_id)
+            info = await bus.js.stream_info(
+                bus.names.stream("EPISODES"), subjects_filter=bus.names.episode("compared", "*")
+            )
+            compared = sum((info.state.subjects or {}).values())
+    finally:
+        up.send_signal(signal.SIGINT)
+        await asyncio.wait_for(up.wait(), 60)
+        log.close()
+    text = (tmp_path / "up.log").read_text(errors="replace")
+    assert killed == ["campaign", "trainer"], text[-3000:]
+    assert "campaign.1 exited with code -9" in text and "trainer.1 exited with code -9" in text
+    assert [r.epoch for r in records] == [0, 1, 2]
+    for r in records:
+        assert (r.scheduled, r.received, r.missing) == (48, 48, 0), r
+        assert r.new_checkpoint, r
+    assert compared == 3 * 48  # every episode compared exactly once in the stream
