@@ -1,13 +1,26 @@
-"""Helpers every bench shares: machine facts, percentiles, summary statistics, and writing a
-results table as markdown (for people) and JSON (for scripts).
+"""Helpers every bench shares: the command line, machine facts, percentiles, summary
+statistics, an embedded nats-server with the stack provisioned, services started as
+subprocesses, and writing a results table as markdown (for people) and JSON (for scripts).
 
-A bench builds a list of :class:`Row` and hands it to :func:`write_results`; the markdown file
-records the date, the command, the machine and the table, the JSON file the same plus the raw
-samples the bench chose to keep.
+A bench's ``main`` reads, top to bottom::
+
+    args, s, out = bench_args("bus", __doc__, "~10 s", full=FULL, quick=QUICK)
+    console = Console()
+    res, machine, elapsed = run(lambda log: measure(s, log), ["msgspec", ...], console)
+    rows = build_rows(res, s)
+    print_rows("bus: ...", rows, ours_name, baseline_name, console)
+    report(console, out, title=..., rows=rows, ..., machine=machine, elapsed_s=elapsed)
+
+:func:`report` hands the rows to :func:`write_results`; the markdown file records the date, the
+command, the machine and the table, the JSON file the same plus the raw samples the bench chose
+to keep.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import contextlib
 import datetime as dt
 import importlib.metadata
 import json
@@ -17,22 +30,47 @@ import shlex
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from rich.console import Console
+from rich.table import Table
+
+from aios_rl.bus import Bus, configure_logging, connect, provision
+from aios_rl.natsd import NatsServer
+from contracts import Names
 
 __all__ = [
+    "BENCH_DIR",
+    "REPO",
     "Row",
+    "bench_args",
     "command_line",
     "fmt_number",
     "load_average",
     "machine_info",
     "markdown_table",
     "median",
+    "nats_server",
     "percentile",
+    "print_rows",
+    "report",
+    "run",
+    "stack_with_checkpoint",
+    "start_service",
     "write_results",
 ]
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+
+T = TypeVar("T")
+S = TypeVar("S")
 
 
 @dataclass
@@ -228,3 +266,162 @@ def write_results(
     }
     json_path.write_text(json.dumps(payload, indent=2) + "\n")
     return json_path
+
+
+def report(console: Console, md_path: Path, **results: Any) -> None:
+    """:func:`write_results` (same keyword arguments), then say on ``console`` what was written."""
+    json_path = write_results(md_path, **results)
+    console.print(f"wrote {md_path} and {json_path} ({results['elapsed_s']:.1f} s)")
+
+
+# -- the command line and the run ---------------------------------------------------------------
+
+
+def bench_args(
+    name: str, doc: str, quick_hint: str, *, full: S, quick: S, argv: list[str] | None = None
+) -> tuple[argparse.Namespace, S, Path]:
+    """Parse a bench's command line (``--quick``, ``--out``): the arguments, the settings
+    (``quick`` with ``--quick``, else ``full``) and the markdown results path (default
+    ``bench/results/<name>.md``, or ``<name>-quick.md`` with ``--quick``). ``doc`` is the bench's
+    module docstring (its first paragraph is the description); ``quick_hint`` how long a quick
+    run takes (``~20 s``)."""
+    parser = argparse.ArgumentParser(
+        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help=f"short run ({quick_hint}) for a smoke check"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="markdown results path; the JSON goes beside it with a .json suffix "
+        f"(default bench/results/{name}.md, or {name}-quick.md with --quick)",
+    )
+    args = parser.parse_args(argv)
+    stem = f"{name}-quick" if args.quick else name
+    return args, quick if args.quick else full, args.out or BENCH_DIR / "results" / f"{stem}.md"
+
+
+def run(
+    measure: Callable[[Callable[[str], None]], Coroutine[Any, Any, T]],
+    packages: Sequence[str],
+    console: Console,
+) -> tuple[T, dict[str, Any], float]:
+    """Quiet the stack's logging, note the machine (with the versions of ``packages``), run
+    ``measure(log)`` (``log`` prints a dim progress line) and note the load average after.
+    Returns what ``measure`` returned, the machine facts and the seconds it took."""
+    configure_logging("bench", level="warning")
+    machine = machine_info(packages)
+    started = time.perf_counter()
+    res = asyncio.run(measure(lambda line: console.print(f"[dim]{line}[/dim]")))
+    elapsed = time.perf_counter() - started
+    machine["load_avg_end"] = load_average()
+    return res, machine, elapsed
+
+
+def print_rows(
+    title: str, rows: Sequence[Row], ours_name: str, baseline_name: str, console: Console
+) -> None:
+    """The rows as a rich table: measurement, unit, ours, baseline, ratio."""
+    table = Table(title=title)
+    for col, justify in (
+        ("measurement", "left"),
+        ("unit", "left"),
+        (ours_name, "right"),
+        (baseline_name, "right"),
+        ("ratio", "right"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        table.add_row(r.name, r.unit, fmt_number(r.ours), fmt_number(r.baseline), f"{r.ratio:.2f}x")
+    console.print(table)
+
+
+# -- NATS and services --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def nats_server(prefix: str) -> Iterator[NatsServer]:
+    """An embedded ``nats-server -js`` in a fresh temporary folder (``server.data_dir``), stopped
+    and removed at exit."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        server = NatsServer(tmp).start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@contextlib.asynccontextmanager
+async def stack_with_checkpoint(
+    server: NatsServer, client_name: str, reason: str
+) -> AsyncIterator[tuple[Bus, bytes, str]]:
+    """A connection to ``server`` under a fresh namespace with the stack's topology provisioned,
+    and one tiny student checkpoint (seed 0) stored through the registry and made ``active``.
+    Yields the bus, the checkpoint's weights and its id."""
+    from aios_rl.checkpoints import CheckpointRegistry
+    from aios_rl.student import new_student
+
+    names = Names(f"bench{uuid.uuid4().hex[:10]}")
+    async with connect(server.url, name=client_name, names=names) as bus:
+        await provision(bus)
+        registry = CheckpointRegistry(bus)
+        weights = new_student(seed=0).to_bytes()
+        meta = await registry.store(weights, parent_id=None, created_by="bench", algorithm="init")
+        await registry.init(meta.checkpoint_id, reason=reason)
+        yield bus, weights, meta.checkpoint_id
+
+
+@contextlib.asynccontextmanager
+async def start_service(
+    module: str, env: dict[str, str], ready_events: set[str], log_path: Path, timeout: float = 60.0
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``python -m <module>`` with ``env``, yielded once it has logged every event of
+    ``ready_events`` (its JSON log lines go to ``log_path``); SIGTERM and wait at exit.
+
+    Raises ``RuntimeError`` when it exits or stays silent before it is ready, or exits non-zero."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        module,
+        cwd=REPO,
+        env={**os.environ, "AIOS_LOG_FORMAT": "json", "AIOS_LOG_LEVEL": "info", **env},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    pending = set(ready_events)
+    ready = asyncio.Event()
+
+    async def pump() -> None:
+        assert proc.stderr is not None
+        with log_path.open("ab") as log:
+            async for line in proc.stderr:
+                log.write(line)
+                with contextlib.suppress(ValueError, AttributeError):
+                    pending.discard(json.loads(line).get("event"))
+                if not pending:
+                    ready.set()
+
+    pumping = asyncio.create_task(pump())
+    waiting = asyncio.create_task(ready.wait())
+    try:
+        await asyncio.wait({pumping, waiting}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            tail = (await asyncio.to_thread(log_path.read_text, errors="replace"))[-2000:]
+            raise RuntimeError(
+                f"{module} was not ready within {timeout}s (waiting for {pending}):\n{tail}"
+            )
+        yield proc
+    finally:
+        waiting.cancel()
+        if proc.returncode is None:
+            proc.terminate()
+        try:
+            code = await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            code = await proc.wait()
+        await pumping
+    if code != 0:
+        raise RuntimeError(f"{module} exited with {code}; its log is {log_path}")

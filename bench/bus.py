@@ -28,17 +28,14 @@ Run from the repo root:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import random
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import _baseline
@@ -47,15 +44,11 @@ import msgspec
 import nats.errors
 from nats.js import JetStreamContext
 from rich.console import Console
-from rich.table import Table
 
 import contracts
-from aios_rl.bus import Bus, configure_logging, connect, provision
-from aios_rl.natsd import NatsServer
+from aios_rl.bus import Bus, connect, provision
 from contracts import Names, Topology, topology
 from contracts.subjects import MSG_ID_HEADER, STREAM_EPISODES
-
-BENCH_DIR = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
@@ -78,7 +71,7 @@ class Settings:
     """Most JetStream publishes awaiting their ack at once in the pipelined mode."""
 
 
-FULL = Settings(messages=1000, requests=1500, codec_loops=1000, warmup=200, repeats=5)
+FULL = Settings(messages=800, requests=1200, codec_loops=800, warmup=200, repeats=5)
 QUICK = Settings(messages=400, requests=800, codec_loops=500, warmup=50, repeats=1)
 
 
@@ -509,43 +502,37 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict[str, dict[str
     def add(codec: Codec, metric: str, *values: float) -> None:
         out[codec.name].setdefault(metric, []).extend(values)
 
-    with tempfile.TemporaryDirectory(prefix="aios-bench-bus-") as tmp:
-        server = NatsServer(tmp).start()
-        try:
-            async with (
-                connect(server.url, name="bench-client") as client,
-                connect(server.url, name="bench-responder") as responder,
-            ):
-                js = client.nc.jetstream(publish_async_max_pending=s.in_flight)
-                for r in range(s.repeats):
-                    order = CODECS if r % 2 == 0 else CODECS[::-1]
-                    for codec in order:
-                        log(f"repeat {r + 1}/{s.repeats}: {codec.name}")
-                        eps, reqs = msgs[codec.name]
-                        for metric, value in bench_codec_episode(
-                            codec, eps, s.codec_loops, s.warmup
-                        ).items():
-                            add(codec, metric, value)
-                        add(
-                            codec,
-                            "codec_act",
-                            bench_codec_act(codec, reqs, s.codec_loops, s.warmup),
-                        )
-                        jet = await bench_jetstream(client, js, codec, eps, s)
-                        for metric, value in jet.items():
-                            add(codec, metric, value)
-                        latencies, rate = await bench_request_reply(
-                            client, responder, codec, reqs, s
-                        )
-                        add(codec, "latency_p50_us", _common.percentile(latencies, 50))
-                        add(codec, "latency_p99_us", _common.percentile(latencies, 99))
-                        add(codec, "request_rate", rate)
-                out[MSGSPEC.name]["episode_bytes"] = [len(MSGSPEC.encode(episodes[0])[0])]
-                out[BASELINE.name]["episode_bytes"] = [
-                    len(BASELINE.encode(msgs[BASELINE.name][0][0])[0])
-                ]
-        finally:
-            server.stop()
+    with _common.nats_server("aios-bench-bus-") as server:
+        async with (
+            connect(server.url, name="bench-client") as client,
+            connect(server.url, name="bench-responder") as responder,
+        ):
+            js = client.nc.jetstream(publish_async_max_pending=s.in_flight)
+            for r in range(s.repeats):
+                order = CODECS if r % 2 == 0 else CODECS[::-1]
+                for codec in order:
+                    log(f"repeat {r + 1}/{s.repeats}: {codec.name}")
+                    eps, reqs = msgs[codec.name]
+                    for metric, value in bench_codec_episode(
+                        codec, eps, s.codec_loops, s.warmup
+                    ).items():
+                        add(codec, metric, value)
+                    add(
+                        codec,
+                        "codec_act",
+                        bench_codec_act(codec, reqs, s.codec_loops, s.warmup),
+                    )
+                    jet = await bench_jetstream(client, js, codec, eps, s)
+                    for metric, value in jet.items():
+                        add(codec, metric, value)
+                    latencies, rate = await bench_request_reply(client, responder, codec, reqs, s)
+                    add(codec, "latency_p50_us", _common.percentile(latencies, 50))
+                    add(codec, "latency_p99_us", _common.percentile(latencies, 99))
+                    add(codec, "request_rate", rate)
+            out[MSGSPEC.name]["episode_bytes"] = [len(MSGSPEC.encode(episodes[0])[0])]
+            out[BASELINE.name]["episode_bytes"] = [
+                len(BASELINE.encode(msgs[BASELINE.name][0][0])[0])
+            ]
     return out
 
 
@@ -579,51 +566,14 @@ def build_rows(res: dict[str, dict[str, list[float]]], s: Settings) -> list[_com
     ]
 
 
-def print_table(rows: list[_common.Row], console: Console) -> None:
-    table = Table(title="bus: msgspec vs json+dataclasses")
-    for col, justify in (
-        ("measurement", "left"),
-        ("unit", "left"),
-        (MSGSPEC.name, "right"),
-        (BASELINE.name, "right"),
-        ("ratio", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in rows:
-        table.add_row(
-            r.name,
-            r.unit,
-            _common.fmt_number(r.ours),
-            _common.fmt_number(r.baseline),
-            f"{r.ratio:.2f}x",
-        )
-    console.print(table)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="short run (~10 s) for a smoke check")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="markdown results path; the JSON goes beside it with a .json suffix "
-        "(default bench/results/bus.md, or bus-quick.md with --quick)",
-    )
-    args = parser.parse_args(argv)
-    s = QUICK if args.quick else FULL
-    out = args.out or BENCH_DIR / "results" / ("bus-quick.md" if args.quick else "bus.md")
-    configure_logging("bench", level="warning")
+    _, s, out = _common.bench_args("bus", __doc__, "~10 s", full=FULL, quick=QUICK, argv=argv)
     console = Console()
-    machine = _common.machine_info(["msgspec", "nats-py", "rich"])
-    started = time.perf_counter()
-    res = asyncio.run(measure(s, lambda line: console.print(f"[dim]{line}[/dim]")))
-    elapsed = time.perf_counter() - started
-    machine["load_avg_end"] = _common.load_average()
+    packages = ["msgspec", "nats-py", "rich"]
+    res, machine, elapsed = _common.run(lambda log: measure(s, log), packages, console)
     rows = build_rows(res, s)
-    print_table(rows, console)
+    title = "bus: msgspec vs json+dataclasses"
+    _common.print_rows(title, rows, MSGSPEC.name, BASELINE.name, console)
     notes = [
         "ratio = msgspec / baseline for rates, baseline / msgspec for latency and size: > 1 means msgspec is better.",
         "Both codecs run the same transport code on one nats-server (file-backed JetStream) on this machine; "
@@ -634,7 +584,8 @@ def main(argv: list[str] | None = None) -> int:
         "Publish/consume use the stack's EPISODES stream and `replay` consumer config from contracts.topology, "
         "under a fresh namespace per codec and repeat; messages carry Aios-Schema and Nats-Msg-Id headers.",
     ]
-    json_path = _common.write_results(
+    _common.report(
+        console,
         out,
         title="Bus benchmark: msgspec contracts vs json + dataclasses over NATS",
         rows=rows,
@@ -645,7 +596,6 @@ def main(argv: list[str] | None = None) -> int:
         notes=notes,
         elapsed_s=elapsed,
     )
-    console.print(f"wrote {out} and {json_path} ({elapsed:.1f} s)")
     return 0
 
 

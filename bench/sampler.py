@@ -35,32 +35,21 @@ Python importing torch.)
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
-import json
 import os
 import random
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import _common
 from rich.console import Console
-from rich.table import Table
 
-from aios_rl.bus import Bus, NoResponders, configure_logging, connect, provision
-from aios_rl.checkpoints import CheckpointRegistry
+from aios_rl.bus import Bus, NoResponders
 from aios_rl.natsd import NatsServer
-from aios_rl.student import new_student
-from contracts import ActRequest, ActResponse, DecodingRegime, Names, ServiceStatus, decode
-
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
+from contracts import ActRequest, ActResponse, DecodingRegime, ServiceStatus, decode
 
 
 @dataclass(frozen=True)
@@ -172,60 +161,6 @@ def make_requests(
 # -- the sampler process -------------------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def service_process(
-    module: str, env: dict[str, str], ready_events: set[str], log_path: Path, timeout: float = 60.0
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``python -m <module>`` with ``env``, yielded once it has logged every event of
-    ``ready_events`` (its JSON log lines go to ``log_path``); SIGTERM and wait at exit.
-
-    Raises ``RuntimeError`` when it exits or stays silent before it is ready, or exits non-zero."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        module,
-        cwd=REPO,
-        env={**os.environ, "AIOS_LOG_FORMAT": "json", "AIOS_LOG_LEVEL": "info", **env},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    pending = set(ready_events)
-    ready = asyncio.Event()
-
-    async def pump() -> None:
-        assert proc.stderr is not None
-        with log_path.open("ab") as log:
-            async for line in proc.stderr:
-                log.write(line)
-                with contextlib.suppress(ValueError, AttributeError):
-                    pending.discard(json.loads(line).get("event"))
-                if not pending:
-                    ready.set()
-
-    pumping = asyncio.create_task(pump())
-    waiting = asyncio.create_task(ready.wait())
-    try:
-        await asyncio.wait({pumping, waiting}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if not ready.is_set():
-            tail = (await asyncio.to_thread(log_path.read_text, errors="replace"))[-2000:]
-            raise RuntimeError(
-                f"{module} was not ready within {timeout}s (waiting for {pending}):\n{tail}"
-            )
-        yield proc
-    finally:
-        waiting.cancel()
-        if proc.returncode is None:
-            proc.terminate()
-        try:
-            code = await asyncio.wait_for(proc.wait(), 30)
-        except TimeoutError:
-            proc.kill()
-            code = await proc.wait()
-        await pumping
-    if code != 0:
-        raise RuntimeError(f"{module} exited with {code}; its log is {log_path}")
-
-
 def cpu_seconds(pid: int, *, main_thread: bool = False) -> float:
     """User + system CPU time of process ``pid`` so far: all its threads, or only its main thread
     (for a service: the event loop; the model runs in worker threads)."""
@@ -307,7 +242,7 @@ async def measure_config(
     log_path = server.data_dir / f"sampler-{config.max_batch}-r{repeat}.log"
     rng = random.Random(repeat)
     started = time.perf_counter()
-    async with service_process(
+    async with _common.start_service(
         "services.sampler", env, {"service.ready", "sampler.active_switched"}, log_path
     ) as proc:
         log(
@@ -344,24 +279,13 @@ async def measure_config(
 async def measure(s: Settings, log: Callable[[str], None]) -> tuple[Results, str]:
     """Every configuration and client count, ``s.repeats`` times; also the checkpoint served."""
     out: Results = {c.name: {} for c in CONFIGS}
-    with tempfile.TemporaryDirectory(prefix="aios-bench-sampler-") as tmp:
-        server = NatsServer(tmp).start()
-        try:
-            names = Names(f"bench{uuid.uuid4().hex[:10]}")
-            async with connect(server.url, name="bench-sampler-clients", names=names) as bus:
-                await provision(bus)
-                registry = CheckpointRegistry(bus)
-                weights = new_student(seed=0).to_bytes()
-                meta = await registry.store(
-                    weights, parent_id=None, created_by="bench", algorithm="init"
-                )
-                await registry.init(meta.checkpoint_id, reason="sampler bench")
-                for r in range(s.repeats):
-                    for config in CONFIGS if r % 2 == 0 else CONFIGS[::-1]:
-                        await measure_config(bus, config, r, s, server, out, log)
-        finally:
-            server.stop()
-    return out, meta.checkpoint_id
+    with _common.nats_server("aios-bench-sampler-") as server:
+        stack = _common.stack_with_checkpoint(server, "bench-sampler-clients", "sampler bench")
+        async with stack as (bus, _, checkpoint):
+            for r in range(s.repeats):
+                for config in CONFIGS if r % 2 == 0 else CONFIGS[::-1]:
+                    await measure_config(bus, config, r, s, server, out, log)
+    return out, checkpoint
 
 
 def clients_label(n: int) -> str:
@@ -402,27 +326,6 @@ def build_rows(res: Results, s: Settings) -> list[_common.Row]:
     return rows
 
 
-def print_table(rows: list[_common.Row], console: Console) -> None:
-    table = Table(title="sampler policy.act: batching ON vs OFF")
-    for col, justify in (
-        ("measurement", "left"),
-        ("unit", "left"),
-        (ON.name, "right"),
-        (OFF.name, "right"),
-        ("ratio", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in rows:
-        table.add_row(
-            r.name,
-            r.unit,
-            _common.fmt_number(r.ours),
-            _common.fmt_number(r.baseline),
-            f"{r.ratio:.2f}x",
-        )
-    console.print(table)
-
-
 def cpu_notes(res: Results, s: Settings) -> list[str]:
     """Where the CPU went per request, by process, for each configuration and client count."""
     out = []
@@ -442,30 +345,14 @@ def cpu_notes(res: Results, s: Settings) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="short run (~20 s) for a smoke check")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="markdown results path; the JSON goes beside it with a .json suffix "
-        "(default bench/results/sampler.md, or sampler-quick.md with --quick)",
-    )
-    args = parser.parse_args(argv)
-    s = QUICK if args.quick else FULL
-    stem = "sampler-quick" if args.quick else "sampler"
-    out = args.out or BENCH_DIR / "results" / f"{stem}.md"
-    configure_logging("bench", level="warning")
+    _, s, out = _common.bench_args("sampler", __doc__, "~20 s", full=FULL, quick=QUICK, argv=argv)
     console = Console()
-    machine = _common.machine_info(["torch", "nats-py", "msgspec"])
-    started = time.perf_counter()
-    res, checkpoint = asyncio.run(measure(s, lambda line: console.print(f"[dim]{line}[/dim]")))
-    elapsed = time.perf_counter() - started
-    machine["load_avg_end"] = _common.load_average()
+    packages = ["torch", "nats-py", "msgspec"]
+    (res, checkpoint), machine, elapsed = _common.run(
+        lambda log: measure(s, log), packages, console
+    )
     rows = build_rows(res, s)
-    print_table(rows, console)
+    _common.print_rows("sampler policy.act: batching ON vs OFF", rows, ON.name, OFF.name, console)
     ratios = ", ".join(
         f"{r.name.split(':')[0]} {r.ratio:.2f}x" for r in rows if r.name.endswith("throughput")
     )
@@ -490,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         "on": f"max_batch={ON.max_batch} max_wait_ms={ON.max_wait_ms:g}",
         "off": f"max_batch={OFF.max_batch} max_wait_ms={OFF.max_wait_ms:g}",
     }
-    json_path = _common.write_results(
+    _common.report(
+        console,
         out,
         title="Sampler benchmark: policy.act with dynamic batching ON vs OFF",
         rows=rows,
@@ -501,7 +389,6 @@ def main(argv: list[str] | None = None) -> int:
         notes=notes,
         elapsed_s=elapsed,
     )
-    console.print(f"wrote {out} and {json_path} ({elapsed:.1f} s)")
     return 0
 
 

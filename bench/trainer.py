@@ -38,16 +38,13 @@ of a quick run is fixed cost: importing torch in two processes, and each one's f
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import datetime as dt
 import json
 import math
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -57,19 +54,14 @@ import _common
 import msgspec
 import torch
 from rich.console import Console
-from rich.table import Table
-from sampler import service_process  # run `python -m <service>`, wait for its ready log line
 
-from aios_rl.bus import Bus, configure_logging, connect, provision
+from aios_rl.bus import Bus
 from aios_rl.checkpoints import CheckpointRegistry, checkpoint_id_of
-from aios_rl.natsd import NatsServer
-from aios_rl.student import load_student, new_student
+from aios_rl.student import load_student
 from aios_rl.student.toytask import ToyTask
 from aios_rl.student.train import UpdateConfig, build_batch, update
-from contracts import Episode, Names, TrainerSettings, TrainerUpdate, TrainerUpdateResult
+from contracts import Episode, TrainerSettings, TrainerUpdate, TrainerUpdateResult
 from services.trainer.logic import update_config
-
-BENCH_DIR = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
@@ -249,42 +241,33 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict[str, Any]:
     """Everything: bare updates, then the service against the bare update on the same data."""
     torch.set_num_threads(1)
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="aios-bench-trainer-") as tmp:
-        server = NatsServer(tmp).start()
-        try:
-            names = Names(f"bench{uuid.uuid4().hex[:10]}")
-            async with connect(server.url, name="bench-trainer", names=names) as bus:
-                await provision(bus)
-                registry = CheckpointRegistry(bus)
-                weights = new_student(seed=0).to_bytes()
-                meta = await registry.store(
-                    weights, parent_id=None, created_by="bench", algorithm="init"
+    with _common.nats_server("aios-bench-trainer-") as server:
+        stack = _common.stack_with_checkpoint(server, "bench-trainer", "trainer bench")
+        async with stack as (bus, weights, _):
+            out["checkpoint_bytes"] = len(weights)
+            env = {"NATS_URL": server.url, "AIOS_NAMESPACE": bus.names.namespace}
+            # While the service boots: this process's episodes and its untimed first update.
+            warm_up = asyncio.create_task(asyncio.to_thread(first_update, weights, s))
+            started = time.perf_counter()
+            service_log = server.data_dir / "trainer-service.log"
+            async with _common.start_service(
+                "services.trainer", env, {"service.ready"}, service_log
+            ):
+                out["service_start_s"] = time.perf_counter() - started
+                task, episodes, out["bench_first_update_s"] = await warm_up
+                log(
+                    f"first update in this process: {out['bench_first_update_s']:.1f} s (untimed warm-up)"
                 )
-                await registry.init(meta.checkpoint_id, reason="trainer bench")
-                out["checkpoint_bytes"] = len(weights)
-                env = {"NATS_URL": server.url, "AIOS_NAMESPACE": names.namespace}
-                # While the service boots: this process's episodes and its untimed first update.
-                warm_up = asyncio.create_task(asyncio.to_thread(first_update, weights, s))
-                started = time.perf_counter()
-                service_log = Path(tmp) / "trainer-service.log"
-                async with service_process("services.trainer", env, {"service.ready"}, service_log):
-                    out["service_start_s"] = time.perf_counter() - started
-                    task, episodes, out["bench_first_update_s"] = await warm_up
-                    log(
-                        f"first update in this process: {out['bench_first_update_s']:.1f} s (untimed warm-up)"
-                    )
-                    out["bare"] = measure_bare(s, weights, episodes, log)
-                    out["service"] = svc = await measure_service(bus, task, weights, s, log)
-                # The service has stopped: its log is complete.
-                marks = {u: log_times(service_log, u) for u in svc["sent"]}
-                svc["before_update_s"] = [
-                    m["update_started"] - svc["sent"][u] for u, m in marks.items()
-                ]
-                svc["update_to_done_s"] = [
-                    m["update_done"] - m["update_started"] for m in marks.values()
-                ]
-        finally:
-            server.stop()
+                out["bare"] = measure_bare(s, weights, episodes, log)
+                out["service"] = svc = await measure_service(bus, task, weights, s, log)
+            # The service has stopped: its log is complete.
+            marks = {u: log_times(service_log, u) for u in svc["sent"]}
+            svc["before_update_s"] = [
+                m["update_started"] - svc["sent"][u] for u, m in marks.items()
+            ]
+            svc["update_to_done_s"] = [
+                m["update_done"] - m["update_started"] for m in marks.values()
+            ]
     return out
 
 
@@ -337,52 +320,14 @@ def build_rows(res: dict[str, Any], s: Settings) -> list[_common.Row]:
     return rows
 
 
-def print_table(rows: list[_common.Row], console: Console) -> None:
-    table = Table(title="trainer: one update of the tiny student")
-    for col, justify in (
-        ("measurement", "left"),
-        ("unit", "left"),
-        ("contender", "right"),
-        ("baseline", "right"),
-        ("ratio", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in rows:
-        table.add_row(
-            r.name,
-            r.unit,
-            _common.fmt_number(r.ours),
-            _common.fmt_number(r.baseline),
-            f"{r.ratio:.2f}x",
-        )
-    console.print(table)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="short run (~20 s) for a smoke check")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="markdown results path; the JSON goes beside it with a .json suffix "
-        "(default bench/results/trainer.md, or trainer-quick.md with --quick)",
-    )
-    args = parser.parse_args(argv)
-    s = QUICK if args.quick else FULL
-    stem = "trainer-quick" if args.quick else "trainer"
-    out = args.out or BENCH_DIR / "results" / f"{stem}.md"
-    configure_logging("bench", level="warning")
+    _, s, out = _common.bench_args("trainer", __doc__, "~20 s", full=FULL, quick=QUICK, argv=argv)
     console = Console()
-    machine = _common.machine_info(["torch", "nats-py", "msgspec"])
-    started = time.perf_counter()
-    res = asyncio.run(measure(s, lambda line: console.print(f"[dim]{line}[/dim]")))
-    elapsed = time.perf_counter() - started
-    machine["load_avg_end"] = _common.load_average()
+    packages = ["torch", "nats-py", "msgspec"]
+    res, machine, elapsed = _common.run(lambda log: measure(s, log), packages, console)
     rows = build_rows(res, s)
-    print_table(rows, console)
+    title = "trainer: one update of the tiny student"
+    _common.print_rows(title, rows, "contender", "baseline", console)
     cfg = config_for("grpo")
     svc = res["service"]
     med = {
@@ -428,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         "first). The service, nats-server and this process share this machine's cores (and whatever else runs on it: "
         "see the load average).",
     ]
-    json_path = _common.write_results(
+    _common.report(
+        console,
         out,
         title="Trainer benchmark: one update of the tiny student, and the trainer service around it",
         rows=rows,
@@ -439,7 +385,6 @@ def main(argv: list[str] | None = None) -> int:
         notes=notes,
         elapsed_s=elapsed,
     )
-    console.print(f"wrote {out} and {json_path} ({elapsed:.1f} s)")
     return 0
 
 
