@@ -3,12 +3,10 @@ reads, the candidate edits it chooses from, and the content address.
 
 The statement says what fails (test ids and the first line of each failure's exception), never
 where: no traceback frames, no file lines. The candidate edits are the true fix and distractors
-that look like fixes, derived from where the failing tests point:
-
-1. *right place, wrong fix*: another operator's change on the line of the bug;
-2. *near the bug*: a change elsewhere in the function that holds the bug;
-3. *what the tests call*: a change in a function the failing tests name;
-4. anywhere else in the module, only when the above run out.
+that look like fixes, derived from where the failing tests point: a wrong fix on the bug's
+line (another operator's change there), changes elsewhere in the function that holds the bug,
+then in the functions the failing tests name, then anywhere in the module. How many edits share
+a line never tells the bug's line apart (see :func:`candidate_edits`).
 
 All carry labels of one shape (``stack.py:23: `a` -> `b```), so a label never tells the fix
 apart, and they are shuffled by a generator seeded from the task.
@@ -19,7 +17,7 @@ from __future__ import annotations
 import ast
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from contracts import CandidateEdit, ShellTask
@@ -139,7 +137,11 @@ def candidate_edits(
 ) -> list[CandidateEdit]:
     """The fix and up to ``count - 1`` distractors (see the module docstring), shuffled by
     ``rng``. A distractor is an applicable edit of the mutated file that does not give back
-    the original module (by AST); whether it fails the tests is the caller's to check."""
+    the original module (by AST); whether it fails the tests is the caller's to check.
+
+    How many edits share a line never points at the bug. Half the time (by ``rng``, when the
+    bug's line offers a wrong fix) the edits come in pairs: the fix and a wrong fix on the bug's
+    line, and two edits on one other line; otherwise every edit is on a line of its own."""
     gt = mutant.ground_truth
     fix = CandidateEdit(
         label=_label(path, gt.line, gt.mutated, gt.original),
@@ -162,32 +164,62 @@ def candidate_edits(
             tiers[3].append(site)
     for tier in tiers:
         rng.shuffle(tier)
-    # One "right place, wrong fix" when there is one, then the nearby tiers in turn.
-    order = tiers[0][:1] + tiers[1] + tiers[2] + tiers[0][1:] + tiers[3]
-    edits = [fix]
+    elsewhere = tiers[1] + tiers[2] + tiers[3]  # nearest first
     seen = {fix.label}
-    for site in order:
-        if len(edits) >= count:
-            break
+
+    def edit_for(site: mutations.Site) -> CandidateEdit | None:
         try:
             other = mutations.apply(mutant.source, site, path)
         except MutationError:
-            continue
+            return None
         if mutations.same_module(other.source, original):
-            continue  # another way to write the fix
+            return None  # another way to write the fix
         ot = other.ground_truth
-        edit = CandidateEdit(
-            label=_label(path, ot.line, ot.original, ot.mutated),
-            path=path,
-            old=ot.original,
-            new=ot.mutated,
-        )
-        if edit.label in seen:
-            continue
-        seen.add(edit.label)
-        edits.append(edit)
+        label = _label(path, ot.line, ot.original, ot.mutated)
+        if label in seen:
+            return None
+        seen.add(label)
+        return CandidateEdit(label=label, path=path, old=ot.original, new=ot.mutated)
+
+    edits = [fix]
+    if count >= 4 and rng.random() < 0.5:
+        wrong_fix = next((e for e in map(edit_for, tiers[0]) if e is not None), None)
+        pair = _pair_on_one_line(elsewhere, edit_for) if wrong_fix is not None else []
+        if wrong_fix is not None and len(pair) == 2:
+            edits += [wrong_fix, *pair]
+    if len(edits) == 1:
+        lines = {gt.line}
+        for site in elsewhere:
+            if len(edits) >= count:
+                break
+            if site.line in lines:
+                continue
+            edit = edit_for(site)
+            if edit is not None:
+                edits.append(edit)
+                lines.add(site.line)
     rng.shuffle(edits)
     return edits
+
+
+def _pair_on_one_line(
+    sites: Sequence[mutations.Site], edit_for: Callable[[mutations.Site], CandidateEdit | None]
+) -> list[CandidateEdit]:
+    """Two edits on the first line (in ``sites`` order) that offers two."""
+    by_line: dict[int, list[mutations.Site]] = {}
+    for site in sites:
+        by_line.setdefault(site.line, []).append(site)
+    for group in by_line.values():
+        if len(group) < 2:
+            continue
+        found = []
+        for site in group:
+            edit = edit_for(site)
+            if edit is not None:
+                found.append(edit)
+                if len(found) == 2:
+                    return found
+    return []
 
 
 def assemble(

@@ -21,6 +21,7 @@ from contracts import Names, ShellTask
 
 from .generate import generate
 from .store import PutResult, TaskStore, write_dir
+from .verify import RunCache, default_cache_dir
 
 __all__ = ["BenchmarkSummary", "benchmark_generate", "store_tasks"]
 
@@ -78,15 +79,20 @@ def benchmark_generate(
     *,
     namespace: str = "",
     workers: int = 2,
+    cache_dir: str | Path | None = None,
+    use_cache: bool = True,
     echo: Callable[[str], None] = print,
 ) -> BenchmarkSummary:
     """Generate ``count`` verified tasks of ``split`` for ``seed``, store them (directory and/or
     Object Store), print progress and a summary through ``echo``, and return the summary.
 
+    Test runs are cached on disk (``cache_dir``, by default :func:`.verify.default_cache_dir`)
+    unless ``use_cache`` is false: a second run with the same seed makes almost no test run.
     Raises ``GenerationError`` when not enough tasks verify, and what :func:`store_tasks`
     raises."""
+    cache = RunCache(Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
     started = time.monotonic()
-    tasks = generate(count, seed, split, workers=workers, progress=echo)
+    tasks = generate(count, seed, split, workers=workers, progress=echo, cache=cache)
     summary = BenchmarkSummary(
         split=split,
         seed=seed,

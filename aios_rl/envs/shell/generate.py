@@ -17,7 +17,8 @@ is a prefix of ``generate(m)`` for ``n < m``.
 **Verification of each task.** The variant's tests pass on the original module (checked once per
 variant), fail on the mutant without timing out (the failing test ids are recorded), and, with
 ``check_distractors``, still fail after each distractor edit, without timing out (a distractor
-that makes them pass or time out is dropped). The fix gives back the original file byte for byte, so it passes by construction.
+that makes them pass or time out is dropped). The fix gives back the original file byte for
+byte, so it passes by construction.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import hashlib
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from contracts import ShellTask
 
@@ -41,7 +42,14 @@ from .assemble import (
 )
 from .families import FAMILIES, VARIANTS, Rendered, render
 from .mutations import Mutant, MutationError, Site
-from .verify import Job, RunResult, drop_bad_distractors, failing_test_ids, run_many
+from .verify import (
+    Job,
+    RunCache,
+    RunResult,
+    drop_bad_distractors,
+    failing_test_ids,
+    run_many,
+)
 
 __all__ = [
     "HELDOUT_PERCENT",
@@ -50,12 +58,14 @@ __all__ = [
     "GenerationError",
     "Progress",
     "candidates",
+    "deal",
     "generate",
     "original_runs",
     "split_of",
 ]
 
 Split = Literal["train", "heldout", "real"]
+T = TypeVar("T")
 
 TEST_COMMAND = ["{python}", "-B", "-S", "-m", "unittest", "-q"]
 """``-B``: no bytecode cache, so an edit the same size as the code it replaces, made within the
@@ -118,10 +128,10 @@ def candidates(split: Literal["train", "heldout"], seed: int) -> list[Candidate]
     for key in keys:
         rng.shuffle(groups[key])
     rng.shuffle(keys)
-    return list(_deal([groups[k] for k in keys]))
+    return list(deal([groups[k] for k in keys]))
 
 
-def _deal(groups: Sequence[Sequence[Candidate]]) -> Iterator[Candidate]:
+def deal(groups: Sequence[Sequence[T]]) -> Iterator[T]:
     """One from each group per round, until every group is exhausted."""
     for round_ in range(max((len(g) for g in groups), default=0)):
         for group in groups:
@@ -144,13 +154,15 @@ _ORIGINALS: dict[tuple[str, int], _Original] = {}
 
 
 def original_runs(
-    variants: Sequence[tuple[str, int]], workers: int = 2
+    variants: Sequence[tuple[str, int]], workers: int = 2, cache: RunCache | None = None
 ) -> dict[tuple[str, int], RunResult]:
     """The passing test run of each (family, variant)'s original module, run once per process
     (variants never change). Raises ``GenerationError`` when an original fails its tests."""
     todo = {key: render(FAMILIES[key[0]], key[1]) for key in variants if key not in _ORIGINALS}
     results = run_many(
-        [Job(r.files, TEST_COMMAND, MAX_TIMEOUT_S) for r in todo.values()], workers=workers
+        [Job(r.files, TEST_COMMAND, MAX_TIMEOUT_S) for r in todo.values()],
+        workers=workers,
+        cache=cache,
     )
     for (key, rendered), result in zip(todo.items(), results, strict=True):
         if not result.passed:
@@ -165,8 +177,9 @@ def original_runs(
 class _Verifier:
     """Runs a batch of candidates through mutation, tests and distractor checks."""
 
-    def __init__(self, *, workers: int) -> None:
+    def __init__(self, *, workers: int, cache: RunCache | None) -> None:
         self.workers = workers
+        self.cache = cache
         self.originals = _ORIGINALS
         self.timeouts: dict[str, float] = {}
         """task id -> the timeout its test runs get."""
@@ -176,7 +189,9 @@ class _Verifier:
         self.rejected[why] = self.rejected.get(why, 0) + 1
 
     def _ensure_originals(self, batch: Sequence[Candidate]) -> None:
-        original_runs([(c.rendered.family, c.rendered.variant) for c in batch], self.workers)
+        original_runs(
+            [(c.rendered.family, c.rendered.variant) for c in batch], self.workers, self.cache
+        )
 
     def batch(self, batch: Sequence[Candidate], split: Split, seed: int) -> list[ShellTask]:
         """The candidates that verify, as tasks (distractors not yet checked), in order."""
@@ -203,6 +218,7 @@ class _Verifier:
                 for c, m in live
             ],
             workers=self.workers,
+            cache=self.cache,
         )
         drafts = [
             self._draft(c, mutant, result, split, seed)
@@ -268,20 +284,29 @@ def generate(
     workers: int = 2,
     check_distractors: bool = True,
     progress: Progress | None = None,
+    cache: RunCache | None = None,
 ) -> list[ShellTask]:
     """``count`` verified tasks of ``split`` for ``seed`` (see the module docstring).
 
-    ``split="real"`` generates phase 2 tasks (:func:`.realcode.generate_real`). Raises
+    ``split="real"`` generates phase 2 tasks (:func:`.realcode.generate_real`). ``cache``
+    answers test runs made before (same interpreter, files and command). Raises
     ``GenerationError`` when the split has fewer than ``count`` candidates that verify, or an
     original module fails its own tests."""
     if split == "real":
         from .realcode import generate_real
 
-        return generate_real(count, seed, workers=workers, progress=progress)
+        return generate_real(
+            count,
+            seed,
+            workers=workers,
+            check_distractors=check_distractors,
+            progress=progress,
+            cache=cache,
+        )
     if count < 0:
         raise ValueError(f"count must not be negative, got {count}")
     pool = candidates(split, seed)
-    verifier = _Verifier(workers=workers)
+    verifier = _Verifier(workers=workers, cache=cache)
     tasks: list[ShellTask] = []
     batch_size = max(8, 8 * workers)
     at = 0
@@ -293,7 +318,7 @@ def generate(
         drafts = verifier.batch(batch, split, seed)[: count - len(tasks)]
         if check_distractors:
             timeouts = [verifier.timeouts[t.task_id] for t in drafts]
-            drafts = drop_bad_distractors(drafts, timeouts, workers=workers)
+            drafts = drop_bad_distractors(drafts, timeouts, workers=workers, cache=cache)
         tasks.extend(drafts)
         if progress is not None:
             progress(

@@ -15,14 +15,16 @@ hard-coded path). A task directory holds three files:
 tests would get the pristine module. The runner imports the copy in its place in
 ``sys.modules``, puts a finder first on ``sys.meta_path`` that serves every import of that name,
 including the tests' ``import_helper.import_fresh_module`` calls, from the task directory, and
-fails the run when ``sys.modules`` holds anything but the copy before or after the tests. C accelerators: a module whose functions a C module replaces
-(``heapq`` / ``_heapq``, ``bisect`` / ``_bisect``, ...) keeps its pure-Python code reachable only
-through the tests' fresh imports with the accelerator blocked; mutants are only drawn from lines
-the upstream tests execute (measured once per module with a line tracer), so shadowed code is
-never mutated.
+fails the run when ``sys.modules`` holds anything but the copy before or after the tests.
 
-**Verification.** Per module: the upstream tests pass on the unmodified copy (and that run's
-time sets the module's timeout: ``max(MIN_TIMEOUT_S, 8 x``, capped by ``run_budget_s``; modules
+**C accelerators.** A module whose functions a C module replaces (``heapq`` / ``_heapq``,
+``bisect`` / ``_bisect``, ``operator`` / ``_operator``) keeps its pure-Python code reachable only
+through the tests' fresh imports with the accelerator blocked, which the finder serves from the
+copy too. Mutants are only drawn from lines the upstream tests execute (measured once per module
+with a line tracer), so code the accelerator shadows is never mutated.
+
+**Verification.** Per module: the upstream tests pass on the unmodified copy, and that run's time
+sets the module's timeout (``max(MIN_TIMEOUT_S, 6 x`` it, capped by ``run_budget_s``; modules
 slower than the budget are skipped). Per task: the tests fail on the mutant without timing out
 (failing ids recorded), and no distractor makes them pass or time out.
 
@@ -48,10 +50,11 @@ from contracts import ShellTask
 
 from . import mutations
 from .assemble import assemble, candidate_edits, failure_reasons, pointed_functions, statement
-from .generate import GenerationError, Progress
+from .generate import GenerationError, Progress, deal
 from .mutations import Mutant, MutationError, Site
 from .verify import (
     Job,
+    RunCache,
     _run_tests,
     command_argv,
     drop_bad_distractors,
@@ -83,20 +86,22 @@ DEFAULT_MODULES = (
     "ipaddress",
     "heapq",
     "bisect",
+    "operator",
     "base64",
     "reprlib",
     "copy",
     "netrc",
-    "configparser",
     "quopri",
-    "functools",
+    "gettext",
+    "plistlib",
 )
-"""Pure-Python modules whose upstream tests run in about a second or less."""
+"""Pure-Python modules whose upstream tests take well under a second (``heapq``, ``bisect``
+and ``operator`` have C accelerators: their tests reach the Python code by fresh imports)."""
 
 FAST_MODULES = ("textwrap", "colorsys", "string", "bisect", "fnmatch", "fractions")
 """A handful of the quickest, for samples."""
 
-MIN_TIMEOUT_S = 3.0
+MIN_TIMEOUT_S = 2.0
 RUN_BUDGET_S = 20.0
 
 RUNNER = '''"""Run the upstream tests in {tests}.py against the copy of `{module}` in this directory.
@@ -118,23 +123,20 @@ TESTS = "{tests}"
 
 
 class TaskCopyFinder:
-    imports = 0
-
-    @classmethod
-    def find_spec(cls, fullname, path=None, target=None):
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
         if fullname != MODULE:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, [HERE])
         if spec is None:
             raise ImportError(MODULE + ".py is missing from " + HERE)
-        cls.imports += 1
         return spec
 
 
 def check_copy():
     copy = sys.modules.get(MODULE)
-    where = os.path.dirname(os.path.abspath(getattr(copy, "__file__", None) or "?"))
-    if where != HERE:
+    path = getattr(copy, "__file__", None)
+    if path is None or os.path.dirname(os.path.abspath(path)) != HERE:
         sys.exit(MODULE + " is not this directory's copy but " + repr(copy))
 
 
@@ -229,9 +231,12 @@ def _locate(name: str) -> tuple[Path, Path, str]:
 
 
 @functools.cache
-def prepare(name: str, run_budget_s: float = RUN_BUDGET_S) -> RealModule:
+def prepare(
+    name: str, run_budget_s: float = RUN_BUDGET_S, cache: RunCache | None = None
+) -> RealModule:
     """Copy ``name`` and its upstream tests, check the tests pass on the copy within the budget,
-    and measure which lines they execute (cached per process).
+    and measure which lines they execute (once per process; with ``cache``, once per
+    interpreter and module source).
 
     Raises ``GenerationError`` when the module cannot be used."""
     module_file, test_file, test_name = _locate(name)
@@ -241,6 +246,30 @@ def prepare(name: str, run_budget_s: float = RUN_BUDGET_S) -> RealModule:
         test_path: test_file.read_text(encoding="utf-8"),
         "run_tests.py": RUNNER.replace("{module}", name).replace("{tests}", test_name),
     }
+    key = cache.key("prepare", files, run_budget_s) if cache is not None else ""
+    record = cache.load(key) if cache is not None else None
+    if isinstance(record, dict):
+        seconds, covered = float(record["seconds"]), frozenset(record["covered"])
+    else:
+        seconds, covered = _measure(name, files, module_path, run_budget_s)
+        if cache is not None:
+            cache.store(key, {"seconds": seconds, "covered": sorted(covered)})
+    return RealModule(
+        name=name,
+        module_path=module_path,
+        test_path=test_path,
+        files=files,
+        covered=covered,
+        seconds=seconds,
+        timeout=min(run_budget_s, max(MIN_TIMEOUT_S, 6 * seconds)),
+    )
+
+
+def _measure(
+    name: str, files: dict[str, str], module_path: str, run_budget_s: float
+) -> tuple[float, frozenset[int]]:
+    """How long the upstream tests take on the pristine copy, and which of its lines they run.
+    Raises ``GenerationError`` when they fail or exceed the budget."""
     with tempfile.TemporaryDirectory(prefix="aios-real-") as tmp:
         task_dir = Path(tmp)
         materialize(files, task_dir)
@@ -259,16 +288,7 @@ def prepare(name: str, run_budget_s: float = RUN_BUDGET_S) -> RealModule:
         )
         if traced.timed_out or not out.is_file():
             raise GenerationError(f"measuring what the tests of {name} cover failed")
-        covered = frozenset(json.loads(out.read_text()))
-    return RealModule(
-        name=name,
-        module_path=module_path,
-        test_path=test_path,
-        files=files,
-        covered=covered,
-        seconds=clean.seconds,
-        timeout=min(run_budget_s, max(MIN_TIMEOUT_S, 8 * clean.seconds)),
-    )
+        return clean.seconds, frozenset(json.loads(out.read_text()))
 
 
 def _candidates(modules: Sequence[RealModule], seed: int) -> list[tuple[RealModule, Site]]:
@@ -283,12 +303,7 @@ def _candidates(modules: Sequence[RealModule], seed: int) -> list[tuple[RealModu
     for key in keys:
         rng.shuffle(groups[key])
     rng.shuffle(keys)
-    out = []
-    for round_ in range(max((len(groups[k]) for k in keys), default=0)):
-        for key in keys:
-            if round_ < len(groups[key]):
-                out.append(groups[key][round_])
-    return out
+    return list(deal([groups[k] for k in keys]))
 
 
 def _task(
@@ -341,6 +356,7 @@ def generate_real(
     run_budget_s: float = RUN_BUDGET_S,
     check_distractors: bool = True,
     progress: Progress | None = None,
+    cache: RunCache | None = None,
 ) -> list[ShellTask]:
     """``count`` verified phase 2 tasks (split ``real``) from ``modules`` (see the module
     docstring). Deterministic for a seed, and ``generate_real(n)`` is a prefix of
@@ -353,7 +369,7 @@ def generate_real(
     prepared = []
     for name in modules:
         try:
-            prepared.append(prepare(name, run_budget_s))
+            prepared.append(prepare(name, run_budget_s, cache))
         except GenerationError as exc:
             if progress is not None:
                 progress(f"real: skipping {name}: {str(exc).splitlines()[0]}")
@@ -384,6 +400,7 @@ def generate_real(
         results = run_many(
             [Job({**m.files, m.module_path: mu.source}, TEST_COMMAND, m.timeout) for m, mu in live],
             workers=workers,
+            cache=cache,
         )
         drafts, timeouts = [], []
         for (module, mutant), result in zip(live, results, strict=True):
@@ -396,7 +413,7 @@ def generate_real(
             timeouts.append(module.timeout)
         drafts, timeouts = drafts[: count - len(tasks)], timeouts[: count - len(tasks)]
         if check_distractors:
-            drafts = drop_bad_distractors(drafts, timeouts, workers=workers)
+            drafts = drop_bad_distractors(drafts, timeouts, workers=workers, cache=cache)
         tasks.extend(drafts)
         if progress is not None:
             progress(

@@ -239,7 +239,7 @@ def write_dir(path: Path, tasks: Sequence[ShellTask]) -> None:
         ids: list[str] = []
         if index_file.is_file():
             ids = list(msgspec.json.decode(index_file.read_bytes(), type=TaskIndex).task_ids)
-        ids += [t.task_id for t in tasks if t.split == split and t.task_id not in ids]
+        ids = list(dict.fromkeys([*ids, *(t.task_id for t in tasks if t.split == split)]))
         index = TaskIndex(environment=ENVIRONMENT, split=split, task_ids=ids)
         index_file.write_text(_pretty_json(index), encoding="utf-8")
 

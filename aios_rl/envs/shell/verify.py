@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
@@ -32,9 +33,12 @@ from contracts import CandidateEdit, ShellTask
 
 __all__ = [
     "EditError",
+    "Job",
+    "RunCache",
     "RunResult",
     "apply_edit",
     "check_task",
+    "default_cache_dir",
     "drop_bad_distractors",
     "failing_test_ids",
     "materialize",
@@ -96,8 +100,11 @@ def _run_tests(task_dir: Path, argv: Sequence[str], timeout: float) -> RunResult
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        resource.prlimit(proc.pid, resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-        resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+        try:
+            resource.prlimit(proc.pid, resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+            resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+        except ProcessLookupError:
+            pass  # it has already exited: nothing left to limit
         timed_out = False
         try:
             proc.wait(timeout=timeout)
@@ -150,17 +157,99 @@ def run_files(
 
 
 class Job(NamedTuple):
+    """One test run to make: these files, this command, this timeout."""
+
     files: Mapping[str, str]
     test_command: Sequence[str]
     timeout: float
 
 
-def run_many(jobs: Sequence[Job], *, workers: int = 2) -> list[RunResult]:
-    """Run every job (``workers`` at a time); results in the jobs' order."""
-    if workers <= 1 or len(jobs) <= 1:
-        return [run_files(j.files, j.test_command, timeout=j.timeout) for j in jobs]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda j: run_files(j.files, j.test_command, timeout=j.timeout), jobs))
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/aios-rl/shell`` (``~/.cache/aios-rl/shell`` by default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "aios-rl" / "shell"
+
+
+@dataclass(frozen=True)
+class RunCache:
+    """Test-run results on disk, keyed by everything that decides them: the interpreter (its
+    path and version), the files and the test command. A cached run that timed out is reused
+    only for a timeout no longer than it had; one that finished but took longer than the new
+    timeout reads as timed out. Also holds small JSON records (:meth:`load`, :meth:`store`).
+
+    Entries are written atomically (temporary file, then rename), so concurrent generators may
+    share a directory."""
+
+    directory: Path
+
+    def _path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    def key(self, *parts: object) -> str:
+        """A key for ``parts`` (JSON-able) on this interpreter."""
+        payload = json.dumps(
+            [sys.executable, sys.version, *parts], sort_keys=True, separators=(",", ":")
+        )
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def load(self, key: str) -> object | None:
+        path = self._path(key)
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:  # a torn or foreign file: treat as a miss
+            return None
+
+    def store(self, key: str, value: object) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
+        ) as f:
+            json.dump(value, f)
+        os.replace(f.name, path)
+
+    def _job_key(self, job: Job) -> str:
+        return self.key("run", dict(job.files), list(job.test_command))
+
+    def get(self, job: Job) -> RunResult | None:
+        record = self.load(self._job_key(job))
+        if not isinstance(record, dict):
+            return None
+        result = RunResult(**record["result"])
+        if result.timed_out:
+            return result if record["timeout"] >= job.timeout else None
+        if result.seconds > job.timeout:
+            return RunResult(None, result.output, True, job.timeout)
+        return result
+
+    def put(self, job: Job, result: RunResult) -> None:
+        self.store(self._job_key(job), {"timeout": job.timeout, "result": result._asdict()})
+
+
+def run_many(
+    jobs: Sequence[Job], *, workers: int = 2, cache: RunCache | None = None
+) -> list[RunResult]:
+    """Run every job (``workers`` at a time); results in the jobs' order. With a ``cache``,
+    jobs it answers are not run, and the others' results are added to it."""
+    results: list[RunResult | None] = [cache.get(j) if cache else None for j in jobs]
+    todo = [i for i, r in enumerate(results) if r is None]
+
+    def one(i: int) -> RunResult:
+        job = jobs[i]
+        return run_files(job.files, job.test_command, timeout=job.timeout)
+
+    if workers <= 1 or len(todo) <= 1:
+        fresh = [one(i) for i in todo]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            fresh = list(pool.map(one, todo))
+    for i, result in zip(todo, fresh, strict=True):
+        results[i] = result
+        if cache is not None:
+            cache.put(jobs[i], result)
+    return [r for r in results if r is not None]
 
 
 _FAILURE_RE = re.compile(r"^(?:FAIL|ERROR): (\S+) \(([^)\s]+)\)", re.MULTILINE)
@@ -250,7 +339,11 @@ def check_task(
 
 
 def drop_bad_distractors(
-    tasks: Sequence[ShellTask], timeouts: Sequence[float], *, workers: int = 2
+    tasks: Sequence[ShellTask],
+    timeouts: Sequence[float],
+    *,
+    workers: int = 2,
+    cache: RunCache | None = None,
 ) -> list[ShellTask]:
     """The tasks without the distractors whose edit makes the tests pass (a second fix) or
     time out (an episode that picks one would hold a runner for the whole timeout), run for
@@ -261,7 +354,7 @@ def drop_bad_distractors(
             if not edit.is_fix:
                 jobs.append(Job(apply_edit(task.files, edit), task.test_command, timeout))
                 owners.append((i, edit.label))
-    results = run_many(jobs, workers=workers)
+    results = run_many(jobs, workers=workers, cache=cache)
     bad = {owner for owner, r in zip(owners, results, strict=True) if r.passed or r.timed_out}
     out = []
     for i, task in enumerate(tasks):
