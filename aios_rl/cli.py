@@ -131,6 +131,25 @@ def build_parser() -> argparse.ArgumentParser:
     _bus_args(ckpt)
     ckpt.add_argument("--json", action="store_true", help="print pointers and metadata as JSON")
 
+    shell = sub.add_parser("shell", help="the shell bug-fixing environment")
+    shell_sub = shell.add_subparsers(dest="shell_command", metavar="ACTION", required=True)
+    gen = shell_sub.add_parser(
+        "benchmark-generate", help="generate verified bug-fix tasks and store them for every runner"
+    )
+    gen.add_argument("--count", type=_positive, required=True, help="tasks to generate")
+    gen.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    gen.add_argument(
+        "--split",
+        choices=("train", "heldout", "real"),
+        default="train",
+        help="which split (default train)",
+    )
+    gen.add_argument("--out", metavar="DIR", help="also write the tasks to this directory")
+    gen.add_argument(
+        "--no-store", action="store_true", help="do not store them in NATS (needs --out)"
+    )
+    _bus_args(gen)
+
     camp = sub.add_parser("campaign", help="campaign status and stop")
     camp_sub = camp.add_subparsers(dest="campaign_command", metavar="ACTION", required=True)
     c_status = camp_sub.add_parser(
@@ -181,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = _run_until_interrupt(_tap(args))
         elif args.command == "publish":
             code = asyncio.run(_publish(args))
+        elif args.command == "shell":
+            code = _shell(args)
         elif args.command == "campaign":
             code = asyncio.run(_campaign(args))
         elif args.command == "checkpoints":
@@ -324,6 +345,31 @@ async def _publish(args: argparse.Namespace) -> int:
             print(
                 f"published {args.schema} on {args.subject} (core NATS: no stream holds this subject)"
             )
+    return 0
+
+
+# -- shell ------------------------------------------------------------------------------------------
+
+
+def _shell(args: argparse.Namespace) -> int:
+    from .envs.shell.benchmark import benchmark_generate
+
+    if args.no_store and not args.out:
+        raise ValueError("--no-store needs --out, or the tasks would go nowhere")
+    from .envs.shell.generate import GenerationError
+
+    try:
+        summary = benchmark_generate(
+            args.count,
+            args.seed,
+            args.split,
+            out_dir=args.out,
+            nats_url=None if args.no_store else _url(args),
+            namespace=args.namespace,
+        )
+    except GenerationError as exc:
+        raise CliError(str(exc)) from exc
+    print(f"{summary.count} verified {args.split} tasks in {summary.seconds:.0f}s")
     return 0
 
 

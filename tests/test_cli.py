@@ -264,3 +264,29 @@ async def test_publish_validates_and_publishes_durably(
     assert code == 2 and "not a valid episode.v1" in err
     code, _out, err = await _run("publish", "x", "nope.v9", "{}", "--nats-url", nats_url)
     assert code == 2 and "unknown schema 'nope.v9'" in err
+
+
+async def test_shell_benchmark_generate_stores_verified_tasks(
+    bus: Bus, nats_url: str, names: Names, tmp_path: Path
+) -> None:
+    from aios_rl.envs.store import list_task_ids
+
+    code, out, err = await _run(
+        "shell",
+        "benchmark-generate",
+        "--count",
+        "3",
+        "--seed",
+        "7",
+        "--out",
+        str(tmp_path),
+        "--nats-url",
+        nats_url,
+        "--namespace",
+        names.namespace,
+        timeout=300,
+    )
+    assert code == 0, err
+    assert "3 verified train tasks" in out
+    assert len(await list_task_ids(bus, "shell", "train")) == 3
+    assert (tmp_path / "index-train.json").exists()
