@@ -101,3 +101,18 @@ class StudentBackend(Protocol):
     def to_bytes(self) -> bytes:
         """Weights and configuration, deterministic for equal weights."""
         ...
+
+
+def candidate_index(decision: Decision, action: int | str) -> int:
+    """The index of ``action`` (a candidate's text or index) among the decision's candidates.
+
+    Raises ``StudentError`` when it is not one of them."""
+    if isinstance(action, str):
+        if action not in decision.candidates:
+            raise StudentError(f"action {action[:60]!r} is not among the observation's candidates")
+        action = decision.candidates.index(action)
+    if not 0 <= action < len(decision.candidates):
+        raise StudentError(
+            f"action index {action} out of range for {len(decision.candidates)} candidates"
+        )
+    return action

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import ActOutput, Decision, Evaluation, Regime, StudentError
+from .base import ActOutput, Decision, Evaluation, Regime, StudentError, candidate_index
 from .tiny import sample_index
 
 __all__ = ["HFConfig", "HFStudent"]
@@ -501,17 +501,7 @@ class HFStudent(nn.Module):
                 texts[i] = a
                 chosen.append(0)
                 continue
-            if isinstance(a, str):
-                if a not in d.candidates:
-                    raise StudentError(
-                        f"action {a[:60]!r} is not among the observation's candidates"
-                    )
-                a = d.candidates.index(a)
-            if not 0 <= a < len(d.candidates):
-                raise StudentError(
-                    f"action index {a} out of range for {len(d.candidates)} candidates"
-                )
-            chosen.append(a)
+            chosen.append(candidate_index(d, a))
         prompts, action_ids, rows = self._sequences(
             decisions, [self._prompt_ids(d) for d in decisions], texts
         )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .base import ActOutput, Decision, Evaluation, Regime, StudentError
+from .base import ActOutput, Decision, Evaluation, Regime, StudentError, candidate_index
 from .features import hashed_ngrams
 
 __all__ = ["TinyConfig", "TinyStudent", "sample_index"]
@@ -162,17 +162,7 @@ class TinyStudent(nn.Module):
             raise StudentError(f"{len(decisions)} decisions but {len(actions)} actions")
         index = []
         for d, a in zip(decisions, actions, strict=True):
-            if isinstance(a, str):
-                if a not in d.candidates:
-                    raise StudentError(
-                        f"action {a[:60]!r} is not among the observation's candidates"
-                    )
-                a = d.candidates.index(a)
-            if not 0 <= a < len(d.candidates):
-                raise StudentError(
-                    f"action index {a} out of range for {len(d.candidates)} candidates"
-                )
-            index.append(a)
+            index.append(candidate_index(d, a))
         logits, mask, values, _ = self.forward(decisions)
         logp_all = torch.log_softmax(logits, dim=-1)
         chosen = logp_all.gather(1, torch.tensor(index).unsqueeze(1))
