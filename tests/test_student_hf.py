@@ -375,3 +375,38 @@ def test_lora_trains_only_the_adapter_and_round_trips(tokenizer, tmp_path) -> No
     tmp_path.rmdir()
     with pytest.raises(StudentError, match="does not exist"):
         load_student(small)
+
+
+@needs_transformers
+def test_free_text_actions_are_learned_through_update(tokenizer) -> None:
+    m = student(tokenizer, max_new_tokens=3)
+    obs = "$ pytest -q\nFAILED test_clamp"
+    good, bad = "run the tests", "delete everything"
+
+    def episode(i: int, text: str, reward: float) -> Episode:
+        step = TrajectoryStep(index=0, observation=obs, action=text, logprob=score(text))
+        return Episode(
+            episode_id=f"ft{i}",
+            environment="shell",
+            task_id="t",
+            group_id="g",
+            trajectory=[step],
+            env_reward=reward,
+            reward=reward,
+        )
+
+    def score(text: str) -> float:
+        with torch.no_grad():
+            ev = m.evaluate([Decision(obs)], [text])
+        return float(torch.where(ev.mask, ev.logprobs, 0.0).sum())
+
+    episodes = [episode(i, good if i % 2 else bad, 1.0 if i % 2 else 0.0) for i in range(8)]
+    config = UpdateConfig(learning_rate=5e-3, update_epochs=4)
+    assert (
+        len(build_batch(episodes, config=config).policy) == 0
+    )  # tiny-style batches skip free text
+    batch = build_batch(episodes, config=config, free_text=m.supports_free_text)
+    assert len(batch.policy) == 8 and {s.action_index for s in batch.policy} == {good, bad}
+    before = score(good) - score(bad)
+    update(m, None, batch, config)
+    assert score(good) - score(bad) > before

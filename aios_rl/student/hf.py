@@ -143,6 +143,7 @@ class HFStudent(nn.Module):
     model always runs without dropout (PPO ratios must compare like with like)."""
 
     name = "hf"
+    supports_free_text = True
 
     def __init__(self, model: Any, tokenizer: Any, config: HFConfig | None = None) -> None:
         super().__init__()

@@ -64,6 +64,7 @@ class TinyStudent(nn.Module):
     """The default student backend (see module docstring)."""
 
     name = "tiny"
+    supports_free_text = False
 
     def __init__(self, config: TinyConfig | None = None) -> None:
         super().__init__()

@@ -80,7 +80,8 @@ class Sample:
     """One decision to learn from by policy gradient."""
 
     decision: Decision
-    action_index: int
+    action_index: int | str
+    """The candidate's index, or the free-text action."""
     logp_old: float
     advantage: float = 0.0
     ret: float = 0.0
@@ -99,24 +100,29 @@ class Batch:
         return len(self.policy) + len(self.distill) + len(self.negative)
 
 
-def _decisions(ep: Episode) -> list[tuple[int, Decision, int, float, float]]:
-    """(step index, decision, action index, logp, value) of the policy's own steps."""
-    out = []
+def _decisions(
+    ep: Episode, *, free_text: bool = False
+) -> list[tuple[int, Decision, int | str, float, float]]:
+    """(step index, decision, action, logp, value) of the policy's own steps. The action is the
+    candidate's index, or, with ``free_text``, the text of a step that offered no candidates."""
+    out: list[tuple[int, Decision, int | str, float, float]] = []
     for step in ep.trajectory:
-        if step.replayed or not step.candidates:
+        if step.replayed:
             continue
-        idx = (
-            step.action_index
-            if step.action_index is not None
-            else (step.candidates.index(step.action) if step.action in step.candidates else None)
-        )
-        if idx is None:
+        action: int | str | None
+        if not step.candidates:
+            action = step.action if free_text and step.action else None
+        elif step.action_index is not None:
+            action = step.action_index
+        else:
+            action = step.candidates.index(step.action) if step.action in step.candidates else None
+        if action is None:
             continue
         out.append(
             (
                 step.index,
                 Decision(step.observation, tuple(step.candidates)),
-                idx,
+                action,
                 step.logprob,
                 step.value or 0.0,
             )
@@ -134,9 +140,11 @@ def build_batch(
     config: UpdateConfig,
     positive: Sequence[Episode] = (),
     negative: Sequence[Episode] = (),
+    free_text: bool = False,
 ) -> Batch:
     """Samples from fresh ``episodes`` (policy gradient), ``positive`` and teacher hints
-    (distillation) and ``negative`` (KL states). Pure."""
+    (distillation) and ``negative`` (KL states). With ``free_text`` (a backend that writes its own
+    actions), steps without candidates are learned from too; KL states need candidates. Pure."""
     batch = Batch()
     if config.algorithm == "grpo":
         rewards = torch.tensor([_reward(e) for e in episodes], dtype=torch.float64)
@@ -146,12 +154,12 @@ def build_batch(
             std_normalize=config.std_normalize,
         )
         for ep, a in zip(episodes, adv.tolist(), strict=True):
-            for _, d, idx, logp, _v in _decisions(ep):
+            for _, d, idx, logp, _v in _decisions(ep, free_text=free_text):
                 batch.policy.append(Sample(d, idx, logp, advantage=a))
     else:
         samples: list[Sample] = []
         for ep in episodes:
-            steps = _decisions(ep)
+            steps = _decisions(ep, free_text=free_text)
             if not steps:
                 continue
             rewards = torch.zeros(len(steps), dtype=torch.float64)
@@ -169,7 +177,7 @@ def build_batch(
             ]
         batch.policy = samples
     for ep in positive:
-        batch.distill.extend((d, idx) for _, d, idx, _, _ in _decisions(ep))
+        batch.distill.extend((d, idx) for _, d, idx, _, _ in _decisions(ep, free_text=free_text))
     for ep in list(episodes) + list(positive) + list(negative):
         signal = ep.teacher_signal
         if signal is None or signal.status != "ok" or signal.boundary:

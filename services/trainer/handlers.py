@@ -158,7 +158,11 @@ class Trainer:
                 raise ServiceError("503", f"replay did not serve a batch: {exc}") from exc
             neutral, positive, negative = split_offline(batch.episodes)
         train_batch = build_batch(
-            fresh + neutral, config=config, positive=better + positive, negative=worse + negative
+            fresh + neutral,
+            config=config,
+            positive=better + positive,
+            negative=worse + negative,
+            free_text=getattr(model, "supports_free_text", False),
         )
         if len(train_batch) == 0:
             raise PermanentError(
