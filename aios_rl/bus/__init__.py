@@ -3,6 +3,7 @@
 - :func:`connect` → :class:`Bus` (typed publish / durable publish / request / subscribe)
 - :func:`provision` applies the JetStream topology declared in ``contracts.subjects``
 - :class:`Service` runs endpoints, durable consumers and tasks with graceful shutdown
+- :func:`run_service`: a service process's entry point
 - :func:`configure_logging`, :func:`get_logger`
 - :class:`ServiceSettings`, :func:`load_settings`
 - errors: :class:`BusError` and its subclasses
@@ -20,6 +21,7 @@ from ._errors import (
 )
 from ._logging import configure_logging, get_logger
 from ._provision import provision
+from ._run import run_service
 from ._service import ConsumerHandler, EndpointHandler, Service
 from ._settings import ServiceSettings, field_docs, load_settings
 
@@ -42,4 +44,5 @@ __all__ = [
     "get_logger",
     "load_settings",
     "provision",
+    "run_service",
 ]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
-from contracts import Episode, Names, StartCampaign, StatusCampaign, StopCampaign
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from contracts import Episode, StartCampaign, StatusCampaign, StopCampaign
 
 from . import __version__
 from .handlers import Campaigns
@@ -35,17 +34,14 @@ def build(bus: Bus, settings: CampaignSettings) -> tuple[Service, Campaigns]:
     return svc, campaigns
 
 
-async def serve(settings: CampaignSettings) -> None:
-    async with connect(settings.nats_url, name="campaign", names=Names(settings.namespace)) as bus:
-        await provision(bus)
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = load_settings(CampaignSettings, argv, prog="aios-rl-campaign")
+
+    async def serve(bus: Bus) -> None:
         svc, campaigns = build(bus, settings)
         try:
             await svc.run()
         finally:
             await campaigns.close()
 
-
-def main(argv: Sequence[str] | None = None) -> None:
-    settings = load_settings(CampaignSettings, argv, prog="aios-rl-campaign")
-    configure_logging("campaign", fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service("campaign", settings, serve)

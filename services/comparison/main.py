@@ -6,11 +6,10 @@ restarted process carries on where the last one stopped.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
-from contracts import Episode, EpochVerdictRequest, Names
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from contracts import Episode, EpochVerdictRequest
 
 from . import __version__
 from .handlers import ComparisonState, on_rewarded, stats, sweep, verdict
@@ -43,15 +42,6 @@ def build(bus: Bus, settings: ComparisonSettings) -> Service:
     return svc
 
 
-async def serve(settings: ComparisonSettings) -> None:
-    async with connect(
-        settings.nats_url, name="comparison", names=Names(settings.namespace)
-    ) as bus:
-        await provision(bus)
-        await build(bus, settings).run()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(ComparisonSettings, argv, prog="aios-rl-comparison")
-    configure_logging("comparison", fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service("comparison", settings, lambda bus: build(bus, settings).run())

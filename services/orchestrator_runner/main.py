@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
-from contracts import Names, RolloutJob
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from contracts import RolloutJob
 
 from . import __version__
 from .handlers import Runner
@@ -29,16 +28,6 @@ def build(bus: Bus, settings: OrchestratorRunnerSettings) -> tuple[Service, Runn
     return svc, runner
 
 
-async def serve(settings: OrchestratorRunnerSettings) -> None:
-    async with connect(
-        settings.nats_url, name="orchestrator-runner", names=Names(settings.namespace)
-    ) as bus:
-        await provision(bus)
-        svc, _ = build(bus, settings)
-        await svc.run()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(OrchestratorRunnerSettings, argv, prog="aios-rl-orchestrator-runner")
-    configure_logging("orchestrator-runner", fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service("orchestrator-runner", settings, lambda bus: build(bus, settings)[0].run())

@@ -6,11 +6,10 @@ so replicas sharing the durable consumer would each index only part of the lanes
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
-from contracts import Episode, Names, ReplaySampleRequest
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from contracts import Episode, ReplaySampleRequest
 
 from . import __version__
 from .handlers import ReplayState, on_compared, rebuild, sample, stats
@@ -42,13 +41,6 @@ def build(bus: Bus, settings: ReplaySettings) -> Service:
     return svc
 
 
-async def serve(settings: ReplaySettings) -> None:
-    async with connect(settings.nats_url, name="replay", names=Names(settings.namespace)) as bus:
-        await provision(bus)
-        await build(bus, settings).run()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(ReplaySettings, argv, prog="aios-rl-replay")
-    configure_logging("replay", fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service("replay", settings, lambda bus: build(bus, settings).run())

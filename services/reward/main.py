@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-from aios_rl.bus import Service, configure_logging, connect, load_settings, provision
-from contracts import Episode, Names
+from aios_rl.bus import Service, load_settings, run_service
+from contracts import Episode
 
 from . import __version__
 from .handlers import on_taught
@@ -26,13 +25,6 @@ def build(bus, settings: RewardSettings) -> Service:
     return svc
 
 
-async def serve(settings: RewardSettings) -> None:
-    async with connect(settings.nats_url, name="reward", names=Names(settings.namespace)) as bus:
-        await provision(bus)
-        await build(bus, settings).run()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(RewardSettings, argv, prog="aios-rl-reward")
-    configure_logging("reward", fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service("reward", settings, lambda bus: build(bus, settings).run())

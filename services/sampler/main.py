@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import torch
 
-from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
+from aios_rl.bus import Bus, Service, load_settings, run_service
 from aios_rl.checkpoints import CheckpointRegistry
-from contracts import ActRequest, Names
+from contracts import ActRequest
 
 from . import __version__
 from .handlers import Sampler
@@ -35,17 +34,14 @@ def build(bus: Bus, settings: SamplerSettings) -> tuple[Service, Sampler]:
     return svc, sampler
 
 
-async def serve(settings: SamplerSettings) -> None:
-    async with connect(settings.nats_url, name="sampler", names=Names(settings.namespace)) as bus:
-        await provision(bus)
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = load_settings(SamplerSettings, argv, prog="aios-rl-sampler")
+
+    async def serve(bus: Bus) -> None:
         svc, sampler = build(bus, settings)
         try:
             await svc.run()
         finally:
             await sampler.batcher.close()
 
-
-def main(argv: Sequence[str] | None = None) -> None:
-    settings = load_settings(SamplerSettings, argv, prog="aios-rl-sampler")
-    configure_logging("sampler", fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service("sampler", settings, serve)

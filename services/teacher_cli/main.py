@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import sys
 from collections.abc import Sequence
 
-from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
-from contracts import Names, TeacherRequest
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from contracts import TeacherRequest
 
 from . import __version__
 from .handlers import CliTeacher
@@ -37,14 +36,6 @@ def build(bus: Bus, settings: CliTeacherSettings) -> tuple[Service, CliTeacher]:
     return svc, teacher
 
 
-async def serve(settings: CliTeacherSettings) -> None:
-    name = f"teacher-{settings.cli}"
-    async with connect(settings.nats_url, name=name, names=Names(settings.namespace)) as bus:
-        await provision(bus)
-        svc, _ = build(bus, settings)
-        await svc.run()
-
-
 def main(argv: Sequence[str] | None = None, *, default_cli: str | None = None) -> None:
     """Run the service; ``default_cli`` names the CLI unless the command line does."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -56,5 +47,4 @@ def main(argv: Sequence[str] | None = None, *, default_cli: str | None = None) -
             f"aios-rl-teacher-cli: error: {settings.program!r} is not an executable on PATH; "
             f"install the {settings.cli} CLI or point --executable at it."
         )
-    configure_logging(f"teacher-{settings.cli}", fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service(f"teacher-{settings.cli}", settings, lambda bus: build(bus, settings)[0].run())

@@ -6,11 +6,10 @@ follows the same control key.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
-from contracts import Episode, Names
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from contracts import Episode
 
 from . import __version__
 from .handlers import Gateway
@@ -35,14 +34,6 @@ def build(bus: Bus, settings: GatewayServiceSettings) -> tuple[Service, Gateway]
     return svc, gateway
 
 
-async def serve(settings: GatewayServiceSettings) -> None:
-    async with connect(settings.nats_url, name=NAME, names=Names(settings.namespace)) as bus:
-        await provision(bus)
-        svc, _ = build(bus, settings)
-        await svc.run()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(GatewayServiceSettings, argv, prog="aios-rl-teacher-gateway")
-    configure_logging(NAME, fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service(NAME, settings, lambda bus: build(bus, settings)[0].run())

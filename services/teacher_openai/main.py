@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Sequence
 
-from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
-from contracts import Names, TeacherRequest
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from contracts import TeacherRequest
 
 from . import __version__
 from .handlers import OpenAITeacher
@@ -41,18 +40,10 @@ def build(bus: Bus, settings: OpenAITeacherSettings) -> tuple[Service, OpenAITea
     return svc, teacher
 
 
-async def serve(settings: OpenAITeacherSettings) -> None:
-    async with connect(settings.nats_url, name=NAME, names=Names(settings.namespace)) as bus:
-        await provision(bus)
-        svc, _ = build(bus, settings)
-        await svc.run()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(OpenAITeacherSettings, argv, prog="aios-rl-teacher-openai")
     try:
         settings = settings.resolved(os.environ)
     except ValueError as exc:
         sys.exit(f"aios-rl-teacher-openai: error: {exc}")
-    configure_logging(NAME, fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service(NAME, settings, lambda bus: build(bus, settings)[0].run())

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
-from contracts import Names, TeacherRequest
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from contracts import TeacherRequest
 
 from . import __version__
 from .handlers import Oracle
@@ -37,14 +36,6 @@ def build(bus: Bus, settings: OracleSettings) -> tuple[Service, Oracle]:
     return svc, oracle
 
 
-async def serve(settings: OracleSettings) -> None:
-    async with connect(settings.nats_url, name=NAME, names=Names(settings.namespace)) as bus:
-        await provision(bus)
-        svc, _ = build(bus, settings)
-        await svc.run()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(OracleSettings, argv, prog="aios-rl-teacher-oracle")
-    configure_logging(NAME, fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service(NAME, settings, lambda bus: build(bus, settings)[0].run())

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import torch
 
-from aios_rl.bus import Bus, Service, configure_logging, connect, load_settings, provision
-from contracts import Names, TrainerUpdate
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from contracts import TrainerUpdate
 
 from . import __version__
 from .handlers import Trainer
@@ -31,15 +30,12 @@ def build(bus: Bus, settings: TrainerServiceSettings) -> tuple[Service, Trainer]
     return svc, trainer
 
 
-async def serve(settings: TrainerServiceSettings) -> None:
-    async with connect(settings.nats_url, name="trainer", names=Names(settings.namespace)) as bus:
-        await provision(bus)
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = load_settings(TrainerServiceSettings, argv, prog="aios-rl-trainer")
+
+    async def serve(bus: Bus) -> None:
         svc, trainer = build(bus, settings)
         await trainer.ensure_initial()
         await svc.run()
 
-
-def main(argv: Sequence[str] | None = None) -> None:
-    settings = load_settings(TrainerServiceSettings, argv, prog="aios-rl-trainer")
-    configure_logging("trainer", fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(serve(settings))
+    run_service("trainer", settings, serve)
