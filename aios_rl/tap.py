@@ -219,6 +219,7 @@ async def tap(
                     ),
                 )
             )
+    await bus.nc.flush()  # the server has every subscription before we say we are tapping
     if ready is not None:
         ready.set()
     try:
