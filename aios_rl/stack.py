@@ -40,6 +40,11 @@ SERVICES: tuple[ServiceEntry, ...] = (
         "sampler", "services.sampler", "serves the student on policy.act with dynamic batching"
     ),
     ServiceEntry(
+        "shell-runner",
+        "services.shell_runner",
+        "runs shell bug-fix episodes: each action asked of the sampler, commands in the sandbox",
+    ),
+    ServiceEntry(
         "orchestrator-runner",
         "services.orchestrator_runner",
         "runs orchestrator decision episodes (dispatch, preflight, clarity)",
