@@ -54,6 +54,52 @@ def _positive(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value}")
+    return value
+
+
+def _training_args(
+    p: argparse.ArgumentParser,
+    *,
+    epochs: int,
+    data_dir: str,
+    train_tasks: int = 100,
+    heldout: int = 50,
+) -> None:
+    p.add_argument("--epochs", type=_positive, default=epochs, help=f"epochs (default {epochs})")
+    p.add_argument(
+        "--tasks-per-epoch", type=_positive, default=8, help="tasks per epoch (default 8)"
+    )
+    p.add_argument("--group-size", type=_positive, default=4, help="rollouts per task (default 4)")
+    p.add_argument(
+        "--train-tasks",
+        type=_positive,
+        default=train_tasks,
+        help=f"train-split tasks to draw from (default {train_tasks})",
+    )
+    p.add_argument(
+        "--heldout",
+        type=_positive,
+        default=heldout,
+        help=f"held-out tasks scored before and after (default {heldout})",
+    )
+    p.add_argument(
+        "--learning-rate", type=_fraction, default=1e-2, help="trainer step size (default 0.01)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="task and campaign seed (default 0)")
+    p.add_argument(
+        "--data-dir",
+        default=data_dir,
+        help=f"embedded stack's JetStream data and logs (default {data_dir})",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aios-rl",
@@ -150,6 +196,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _bus_args(gen)
 
+    train = shell_sub.add_parser(
+        "train",
+        help="train the student on shell tasks: a campaign with held-out scores before and after",
+    )
+    _training_args(train, epochs=5, data_dir=".aios/stack")
+    train.add_argument("--campaign-id", help="campaign id (default shell-<date>-<time>)")
+    _bus_args(train)
+
+    ev = shell_sub.add_parser(
+        "eval", help="success rate, partial rate and mean reward of a checkpoint, with intervals"
+    )
+    ev.add_argument(
+        "--checkpoint",
+        default="active",
+        metavar="ID|POINTER",
+        help="checkpoint id, or active / last_stable / pre_update_ref (default active)",
+    )
+    ev.add_argument(
+        "--split",
+        choices=("heldout", "train", "real"),
+        default="heldout",
+        help="which tasks (default heldout)",
+    )
+    ev.add_argument("--limit", type=_positive, default=50, help="tasks to run (default 50)")
+    ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ev.add_argument(
+        "--data-dir",
+        default=".aios/stack",
+        help="embedded stack's JetStream data and logs, when none is reachable (default .aios/stack)",
+    )
+    _bus_args(ev)
+
     camp = sub.add_parser("campaign", help="campaign status and stop")
     camp_sub = camp.add_subparsers(dest="campaign_command", metavar="ACTION", required=True)
     c_status = camp_sub.add_parser(
@@ -167,18 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="the main job: full stack on an embedded NATS, a short run, a summary"
     )
-    demo.add_argument(
-        "--data-dir",
-        default=".aios/demo",
-        help="JetStream data and service logs (default .aios/demo)",
-    )
-    demo.add_argument("--epochs", type=_positive, default=4, help="campaign epochs (default 4)")
-    demo.add_argument(
-        "--tasks",
-        type=_positive,
-        default=200,
-        help="orchestrator training tasks to generate (default 200)",
-    )
+    _training_args(demo, epochs=3, data_dir=".aios/demo", train_tasks=40, heldout=30)
     demo.add_argument("--verbose", action="store_true", help="stream service logs to the terminal")
     return parser
 
@@ -352,6 +420,15 @@ async def _publish(args: argparse.Namespace) -> int:
 
 
 def _shell(args: argparse.Namespace) -> int:
+    if args.shell_command in ("train", "eval"):
+        from .embedded import StackError
+        from .shell_cli import run_shell_eval, run_shell_train
+
+        args.nats_url = _url(args)
+        try:
+            return (run_shell_train if args.shell_command == "train" else run_shell_eval)(args)
+        except (StackError, TimeoutError) as exc:
+            raise CliError(str(exc)) from exc
     from .envs.shell.benchmark import benchmark_generate
 
     if args.no_store and not args.out:

@@ -58,6 +58,9 @@ async def _line(stream: asyncio.StreamReader, timeout: float = 15.0) -> str:
         (["tap", "episode.>", "--since", "5x"], "duration '5x'"),
         (["services", "--nats-url", "nats://127.0.0.1:1"], "no NATS server answered"),
         (["tap"], "the following arguments are required"),
+        (["shell", "eval", "--limit", "0"], "must be at least 1"),
+        (["shell", "train", "--learning-rate", "2"], "must be between 0 and 1"),
+        (["shell", "eval", "--split", "nope"], "invalid choice: 'nope'"),
     ],
 )
 async def test_bad_arguments_get_one_line(args: list[str], needle: str) -> None:
@@ -181,13 +184,61 @@ async def test_up_restarts_a_killed_service_and_stops_cleanly(tmp_path: Path) ->
 @pytest.mark.slow
 async def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     code, out, err = await _run(
-        "demo", "--epochs", "2", "--tasks", "60", "--data-dir", str(tmp_path / "demo"), timeout=600
+        "demo",
+        "--epochs",
+        "2",
+        "--train-tasks",
+        "20",
+        "--heldout",
+        "10",
+        "--data-dir",
+        str(tmp_path / "demo"),
+        timeout=600,
     )
     assert code == 0, err + out
-    assert "services up" in out and "held-out orchestrator tasks stored" in out
-    assert "campaign demo-" in out and out.count("96/96") == 2  # both epochs got every episode back
-    assert "held-out mean reward: initial" in out
+    assert "before training: held-out success" in out
+    assert "campaign demo-" in out and out.count("48/48") == 2  # both epochs got every episode back
+    assert "held-out (10 tasks): before and after" in out
     assert "stack stopped cleanly" in out
+
+
+@pytest.mark.slow
+async def test_shell_train_then_eval_share_the_embedded_stack(tmp_path: Path) -> None:
+    """Nothing answers at the URL: each command starts an embedded stack on the same data dir,
+    so ``shell eval`` evaluates the checkpoint ``shell train`` left active."""
+    data, url = str(tmp_path / "stack"), f"nats://127.0.0.1:{free_port()}"
+    small = ["--train-tasks", "6", "--heldout", "4", "--tasks-per-epoch", "2", "--group-size", "2"]
+    code, out, err = await _run(
+        "shell",
+        "train",
+        "--epochs",
+        "1",
+        *small,
+        "--data-dir",
+        data,
+        "--nats-url",
+        url,
+        timeout=600,
+    )
+    assert code == 0, err + out
+    assert f"no NATS at {url}: starting an embedded stack" in out
+    active = out.rsplit("active is ", 1)[1].split()[0]
+    code, out, err = await _run(
+        "shell",
+        "eval",
+        "--limit",
+        "4",
+        "--json",
+        "--data-dir",
+        data,
+        "--nats-url",
+        url,
+        timeout=300,
+    )
+    assert code == 0, err + out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["checkpoint"] == active and result["episodes"] == 4
+    assert 0.0 <= result["success"]["value"] <= 1.0
 
 
 async def test_checkpoints_prints_pointers_and_lineage(

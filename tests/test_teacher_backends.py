@@ -94,7 +94,7 @@ async def ask(bus: Bus, backend: str, req: TeacherRequest, timeout: float = 10.0
         ([RUN, SUBMIT], "success", "correct", 0.5, True, [0, 1]),
         ([TEST_EDIT, FIX], "partial", "partially_correct", 0.25, True, [0]),
         ([WRONG, SUBMIT], "partial", "partially_correct", -0.25, False, [0, 1]),
-        ([FIX, TEST_EDIT], "failure", "partially_correct", 0.0, True, []),
+        ([FIX, TEST_EDIT], "failure", "partially_correct", 0.0, True, [1]),
         ([RUN, TEST_EDIT, SUBMIT], "failure", "incorrect", -1.0, False, [0, 1, 2]),
         ([RUN, WRONG], "blocked", "unsure", 0.0, True, [0, 1]),
     ],
@@ -111,8 +111,20 @@ def test_oracle_judgement_table(
     )
     assert sig.score == pytest.approx(score)
     assert [h.step for h in sig.hints] == hinted
-    assert all(h.better_action == FIX for h in sig.hints)
+    fixed_at = actions.index(FIX) if FIX in actions else len(actions)
+    assert all(h.better_action == (FIX if h.step < fixed_at else SUBMIT) for h in sig.hints)
     assert "off_by_one at stack.py:9" in sig.rationale
+
+
+def test_oracle_hints_submit_while_the_fix_is_the_only_edit() -> None:
+    sig = judge(request([FIX, RUN, RUN, SUBMIT], "success"), TASK)
+    assert [(h.step, h.better_action) for h in sig.hints] == [(1, SUBMIT), (2, SUBMIT)]
+    assert sig.score == 1.0  # hints after the fix are not missed chances
+    # A second edit stops the hints until it is undone; free text stops them for good.
+    sig = judge(request([FIX, WRONG, RUN, "undo the last edit", RUN, SUBMIT], "success"), TASK)
+    assert [h.step for h in sig.hints] == [1, 4]
+    sig = judge(request([FIX, RUN, "sed -i s/x/y/ stack.py", RUN, SUBMIT], "success"), TASK)
+    assert [h.step for h in sig.hints] == [1, 2]
 
 
 def test_oracle_without_the_fix_on_offer() -> None:

@@ -5,9 +5,12 @@ The oracle knows the ground truth of generated shell tasks: which of the candida
 agent applied that edit, and by the outcome the environment reported.
 
 Hints: every step *before the fix was first applied* that offered the fix among its candidates
-and chose something else gets ``better_action`` = that fix's label. Steps after the fix was
-applied get none (what is best then — run the tests, submit — is not ground truth the oracle
-holds).
+and chose something else gets ``better_action`` = that fix's label. After the fix, while the fix
+is the only edit applied (the oracle follows the candidate edits and ``undo the last edit``), a
+step that chose anything but ``submit`` gets ``better_action`` = ``submit``: the task was
+verified so that the fix alone makes every test pass. Once a free-text command ran (the oracle
+cannot tell what it changed) no more hints are given. Only the hints before the fix count as
+``missed`` below.
 
 Scores and verdicts (``missed`` = steps that offered the fix and chose something else first):
 
@@ -38,6 +41,7 @@ reward fusion without shaping).
 
 from __future__ import annotations
 
+from aios_rl.envs.shell.episode import SUBMIT, UNDO
 from aios_rl.teachers import shown_as
 from contracts import CandidateEdit, ShellTask, TeacherHint, TeacherRequest, TeacherSignal
 
@@ -57,6 +61,31 @@ def _offered_fix(candidates: list[str], fixes: list[CandidateEdit]) -> Candidate
             if shown_as(fix.label, shown):
                 return fix
     return None
+
+
+def _submit_hints(req: TeacherRequest, task: ShellTask, fixed_at: int) -> list[TeacherHint]:
+    """``submit`` hints on the steps after the fix while it is the only edit applied."""
+    labels = {e.label for e in task.candidate_edits}
+    applied = ["fix"]
+    hints: list[TeacherHint] = []
+    for step in req.steps:
+        if step.index <= fixed_at:
+            continue
+        if applied == ["fix"] and step.action != SUBMIT and SUBMIT in step.candidates:
+            hints.append(
+                TeacherHint(
+                    step=step.index,
+                    better_action=SUBMIT,
+                    note="the fix alone makes every test pass",
+                )
+            )
+        if step.action == UNDO and applied:
+            applied.pop()
+        elif any(shown_as(label, step.action) for label in labels):
+            applied.append(step.action)
+        elif step.action not in step.candidates:
+            break  # a free-text command: what it changed is unknown
+    return hints
 
 
 def judge(req: TeacherRequest, task: ShellTask) -> TeacherSignal:
@@ -85,6 +114,8 @@ def judge(req: TeacherRequest, task: ShellTask) -> TeacherSignal:
                 TeacherHint(step=step.index, better_action=fix.label, note=f"fixes the {where}")
             )
     missed = len(hints)
+    if applied_at is not None:
+        hints += _submit_hints(req, task, applied_at)
     applied = applied_at is not None
     match req.outcome, applied:
         case "success", True:

@@ -1,0 +1,91 @@
+"""Start a campaign and watch it to the end with live progress: episodes compared of scheduled,
+the phase, verdicts and pointer moves as the campaign events report them."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from contracts import CampaignEvent, CampaignSpec, CampaignStatus, Episode, StartCampaign
+
+from .bus import Bus
+
+__all__ = ["run_campaign"]
+
+_SHORT = {"active": "active", "pre_update_ref": "pre", "last_stable": "stable"}
+
+
+async def run_campaign(
+    bus: Bus, spec: CampaignSpec, console: Console, *, timeout_s: float = 3600
+) -> str:
+    """Start ``spec`` (or resume it) and return how it ended (``finished``, ``failed`` or
+    ``stopped``) once it has. Raises ``TimeoutError`` after ``timeout_s``."""
+    per_epoch = spec.tasks_per_epoch * (spec.group_size + spec.reference_runs)
+    finished = asyncio.Event()
+    state = {"phase": "starting", "end": "", "verdicts": "", "moves": 0}
+    compared: set[str] = set()
+
+    async def on_event(msg: object, _raw: object) -> None:
+        if not isinstance(msg, CampaignEvent) or msg.campaign_id != spec.campaign_id:
+            return
+        r = msg.record
+        state["phase"] = f"epoch {msg.epoch}: {r.phase if r else msg.kind}"
+        if r is not None and msg.kind == "decided" and r.verdict:
+            state["verdicts"] = f"{state['verdicts']} {r.verdict[0].upper()}".strip()
+            moved = ",".join(_SHORT[m.pointer] for m in r.pointer_moves)
+            state["moves"] = int(state["moves"]) + len(r.pointer_moves)
+            console.log(
+                f"epoch {msg.epoch}: verdict [bold]{r.verdict}[/], {r.decision or 'no decision'}"
+                + (f", moved {moved}" if moved else "")
+            )
+        if msg.kind in ("finished", "failed", "stopped"):
+            state["end"] = msg.kind
+            finished.set()
+
+    async def on_compared(msg: object, _raw: object) -> None:
+        if isinstance(msg, Episode) and msg.campaign_id == spec.campaign_id:
+            compared.add(msg.episode_id)  # a republished duplicate counts once
+
+    subs = [
+        await bus.subscribe(bus.names.campaign_event(">"), on_event),
+        await bus.subscribe(bus.names.episode("compared", "*"), on_compared),
+    ]
+    try:
+        await bus.request(
+            bus.names.campaign_cmd("start"), StartCampaign(spec=spec), CampaignStatus, timeout=30
+        )
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[phase]} | verdicts {task.fields[verdicts]}"),
+            console=console,
+        ) as progress:
+            bar = progress.add_task(
+                "episodes compared", total=per_epoch * spec.epochs, phase="", verdicts="-"
+            )
+
+            def refresh() -> None:
+                progress.update(
+                    bar,
+                    completed=len(compared),
+                    phase=state["phase"],
+                    verdicts=state["verdicts"] or "-",
+                )
+
+            async with asyncio.timeout(timeout_s):
+                while not finished.is_set():
+                    refresh()
+                    try:
+                        async with asyncio.timeout(0.25):
+                            await finished.wait()
+                    except TimeoutError:
+                        continue
+            refresh()
+    finally:
+        for sub in subs:
+            await sub.unsubscribe()
+    return str(state["end"])

@@ -1,0 +1,276 @@
+"""``aios-rl shell train`` and ``aios-rl shell eval`` (and the demo's shell campaign).
+
+Both use the stack at ``--nats-url`` when it answers, else start an embedded one whose JetStream
+store lives in ``--data-dir`` (kept, so ``shell eval`` after ``shell train`` evaluates the
+trained student). Tasks a split lacks are generated and verified first (test runs are cached on
+disk, so this is slow once). Evaluation runs ``eval`` episodes through the real shell runners,
+near-greedy and seeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from contracts import CampaignSpec, Episode, TrainerSettings
+
+from .bus import Bus
+from .campaign_watch import run_campaign
+from .checkpoints import CheckpointRegistry, UnknownCheckpointError
+from .embedded import StackError, active_checkpoint, stack
+from .envs.shell.generate import generate
+from .envs.shell.store import TaskStore
+from .envs.shell.verify import RunCache, default_cache_dir
+from .evaluation import EvalSummary, run_eval, summarize
+from .ledger import Ledger
+from .report import epoch_table
+
+__all__ = [
+    "ensure_tasks",
+    "evaluate",
+    "make_console",
+    "run_shell_eval",
+    "run_shell_train",
+    "train_and_report",
+]
+
+NEEDS = {"campaign", "trainer", "sampler", "shell-runner", "teacher-gateway", "reward"}
+POINTERS = ("active", "pre_update_ref", "last_stable")
+
+
+async def ensure_tasks(
+    bus: Bus, split: str, count: int, console: Console, *, seed: int = 0
+) -> list[str]:
+    """The first ``count`` task ids of ``split``, generating and storing what is missing."""
+    store = TaskStore(bus)
+    ids = await store.list(split)
+    if len(ids) < count:
+        console.print(
+            f"generating {count} verified {split} shell tasks (cached after the first run)"
+        )
+        started = time.monotonic()
+        tasks = await asyncio.to_thread(
+            generate,
+            count,
+            seed,
+            split,  # type: ignore[arg-type]
+            cache=RunCache(default_cache_dir()),
+            progress=lambda line: console.log(line),
+        )
+        await store.put_all(tasks)
+        console.print(f"{len(tasks)} {split} tasks stored in {time.monotonic() - started:.0f}s")
+        ids = await store.list(split)
+    return ids[:count]
+
+
+async def resolve(bus: Bus, checkpoint: str) -> str:
+    """A pointer name (``active``...) or a checkpoint id, as the id. Raises ``StackError``."""
+    registry = CheckpointRegistry(bus)
+    if checkpoint == "active":
+        return await active_checkpoint(bus, 120)
+    if checkpoint in POINTERS:
+        pointers, _ = await registry.pointers()
+        value = getattr(pointers, checkpoint)
+        if not value:
+            raise StackError(f"the pointer {checkpoint} is not set yet")
+        return value
+    try:
+        await registry.meta(checkpoint)
+    except UnknownCheckpointError:
+        raise StackError(f"no checkpoint {checkpoint!r} in the registry") from None
+    return checkpoint
+
+
+async def evaluate(
+    bus: Bus,
+    checkpoint: str,
+    task_ids: list[str],
+    console: Console,
+    *,
+    split: str,
+    label: str,
+    seed: int = 0,
+) -> tuple[EvalSummary, list[Episode]]:
+    """Evaluate ``checkpoint`` on ``task_ids`` with a progress bar."""
+    run_id = f"eval-{checkpoint[:12]}-{int(time.time() * 1000)}"
+    with Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[tally]}"),
+        console=console,
+        transient=True,
+    ) as progress:
+        bar = progress.add_task(label, total=len(task_ids), tally="")
+        tally: dict[str, int] = {}
+
+        def seen(ep: Episode) -> None:
+            tally[ep.outcome] = tally.get(ep.outcome, 0) + 1
+            progress.update(
+                bar,
+                advance=1,
+                tally=" ".join(f"{k} {v}" for k, v in sorted(tally.items())),
+            )
+
+        episodes = await run_eval(
+            bus,
+            "shell",
+            checkpoint,
+            task_ids,
+            run_id=run_id,
+            split=split,
+            seed=seed,
+            timeout_s=max(300.0, 10.0 * len(task_ids)),
+            on_episode=seen,
+        )
+    return summarize(episodes), episodes
+
+
+def _summary_table(title: str, summaries: dict[str, EvalSummary]) -> Table:
+    table = Table(title=title)
+    table.add_column("checkpoint")
+    for col in ("episodes", "success", "partial", "mean reward", "blocked"):
+        table.add_column(col, justify="right")
+    for name, s in summaries.items():
+        table.add_row(
+            name,
+            str(s.episodes),
+            s.success.pct(),
+            s.partial.pct(),
+            s.reward.num(),
+            str(s.blocked),
+        )
+    return table
+
+
+def make_console() -> Console:
+    """A console as wide as the terminal, or 120 columns when output is not one (logs, pipes):
+    the summary tables stay readable."""
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
+def run_shell_eval(args: argparse.Namespace) -> int:
+    console = make_console()
+
+    async def main() -> int:
+        async with stack(
+            args.nats_url,
+            namespace=args.namespace,
+            data_dir=Path(args.data_dir),
+            needs={"sampler", "shell-runner", "trainer"},
+            echo=console.print,
+        ) as st:
+            ids = await ensure_tasks(st.bus, args.split, args.limit, console)
+            checkpoint = await resolve(st.bus, args.checkpoint)
+            summary, _ = await evaluate(
+                st.bus,
+                checkpoint,
+                ids,
+                console,
+                split=args.split,
+                label=f"{args.split} eval",
+                seed=args.seed,
+            )
+        if args.json:
+            print(msgspec.json.encode({"checkpoint": checkpoint, **summary.__dict__}).decode())
+            return 0
+        console.print(
+            _summary_table(
+                f"shell eval: {args.split}, {len(ids)} tasks, near-greedy, 95% intervals",
+                {
+                    checkpoint[:12]
+                    + (f" ({args.checkpoint})" if args.checkpoint in POINTERS else ""): summary
+                },
+            )
+        )
+        return 0
+
+    return asyncio.run(main())
+
+
+async def train_and_report(
+    bus: Bus, console: Console, args: argparse.Namespace, *, campaign_id: str
+) -> int:
+    """Tasks, the held-out score before, the campaign, the held-out score of each epoch's
+    policy, the summary table. Shared by ``shell train`` and ``demo``."""
+    started = time.monotonic()
+    await ensure_tasks(bus, "train", args.train_tasks, console, seed=args.seed)
+    heldout = await ensure_tasks(bus, "heldout", args.heldout, console, seed=args.seed)
+    initial = await active_checkpoint(bus, 120)
+    before, _ = await evaluate(
+        bus, initial, heldout, console, split="heldout", label="held-out, before"
+    )
+    console.print(
+        f"student {initial[:12]} before training: held-out success {before.success.pct()}, "
+        f"mean reward {before.reward.num()}"
+    )
+    spec = CampaignSpec(
+        campaign_id=campaign_id,
+        environments={"shell": 1.0},
+        tasks_per_epoch=args.tasks_per_epoch,
+        group_size=args.group_size,
+        epochs=args.epochs,
+        episode_deadline_s=300,
+        seed=args.seed,
+        trainer=TrainerSettings(learning_rate=args.learning_rate, update_epochs=4, seed=args.seed),
+    )
+    end = await run_campaign(bus, spec, console)
+    records = await Ledger(bus).records(campaign_id)
+    scores: dict[str, EvalSummary] = {initial: before}
+    for r in records:
+        if r.active_checkpoint and r.active_checkpoint not in scores:
+            scores[r.active_checkpoint], _ = await evaluate(
+                bus,
+                r.active_checkpoint,
+                heldout,
+                console,
+                split="heldout",
+                label=f"held-out, epoch {r.epoch}",
+            )
+    final = (await CheckpointRegistry(bus).pointers())[0].active or initial
+    if final not in scores:
+        scores[final], _ = await evaluate(
+            bus, final, heldout, console, split="heldout", label="held-out, final"
+        )
+    heldout_by_epoch = {
+        r.epoch: scores[r.active_checkpoint].success.value
+        for r in records
+        if r.active_checkpoint in scores
+    }
+    console.print(
+        epoch_table(records, title=f"campaign {campaign_id} ({end})", heldout=heldout_by_epoch)
+    )
+    console.print(
+        _summary_table(
+            f"held-out ({len(heldout)} tasks): before and after",
+            {f"{initial[:12]} (before)": before, f"{final[:12]} (active now)": scores[final]},
+        )
+    )
+    console.print(f"{time.monotonic() - started:.0f}s; active is {final}")
+    return 0 if end == "finished" else 1
+
+
+def run_shell_train(args: argparse.Namespace) -> int:
+    console = make_console()
+
+    async def main() -> int:
+        async with stack(
+            args.nats_url,
+            namespace=args.namespace,
+            data_dir=Path(args.data_dir),
+            needs=NEEDS,
+            echo=console.print,
+        ) as st:
+            campaign_id = args.campaign_id or f"shell-{time.strftime('%Y%m%d-%H%M%S')}"
+            return await train_and_report(st.bus, console, args, campaign_id=campaign_id)
+
+    return asyncio.run(main())
