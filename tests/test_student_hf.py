@@ -24,6 +24,7 @@ from aios_rl.student import (
     load_student,
     new_student,
 )
+from aios_rl.student.toytask import one_step_episode
 from aios_rl.student.train import UpdateConfig, build_batch, update
 from contracts import Episode, TrajectoryStep
 
@@ -271,30 +272,18 @@ def rollouts(m: HFStudent, tag: str, group_size: int = 8) -> list[Episode]:
         Decision(TOY.observation, TOY.candidates, seed=zlib.crc32(f"{tag}/{k}".encode()))
         for k in range(group_size)
     ]
-    episodes = []
-    for k, out in enumerate(m.act(decisions, Regime(temperature=4.0))):
-        reward = 1.0 if out.action == "press alpha" else 0.0
-        step = TrajectoryStep(
-            index=0,
-            observation=TOY.observation,
-            candidates=list(TOY.candidates),
-            action=out.action,
-            action_index=out.action_index,
-            logprob=out.logprob,
-            entropy=out.entropy,
-            value=out.value,
+    outs = m.act(decisions, Regime(temperature=4.0))
+    episodes = [
+        one_step_episode(
+            d,
+            out,
+            1.0 if out.action == "press alpha" else 0.0,
+            episode_id=f"hf-{tag}-{k}",
+            group_id=f"hf-{tag}",
+            task_id="toy",
         )
-        episodes.append(
-            Episode(
-                episode_id=f"hf-{tag}-{k}",
-                environment="orchestrator",
-                task_id="toy",
-                group_id=f"hf-{tag}",
-                trajectory=[step],
-                env_reward=reward,
-                reward=reward,
-            )
-        )
+        for k, (d, out) in enumerate(zip(decisions, outs, strict=True))
+    ]
     assert {e.reward for e in episodes} == {0.0, 1.0}, "the group needs both outcomes"
     return episodes
 

@@ -11,9 +11,9 @@ import random
 
 from contracts import Episode, TrajectoryStep
 
-from .base import Decision, Regime, StudentBackend
+from .base import ActOutput, Decision, Regime, StudentBackend
 
-__all__ = ["ToyTask"]
+__all__ = ["ToyTask", "one_step_episode"]
 
 COLOURS = ("red", "green", "blue", "yellow", "purple", "orange", "black", "white")
 BUTTONS = ("press alpha", "press bravo", "press charlie", "press delta")
@@ -46,27 +46,14 @@ class ToyTask:
                 self._seed += 1
                 decisions.append(Decision(base.observation, base.candidates, seed=self._seed))
             for k, out in enumerate(model.act(decisions, Regime())):
-                reward = 1.0 if out.action == self.rule[colour] else 0.0
-                step = TrajectoryStep(
-                    index=0,
-                    observation=base.observation,
-                    candidates=list(base.candidates),
-                    action=out.action,
-                    action_index=out.action_index,
-                    logprob=out.logprob,
-                    entropy=out.entropy,
-                    value=out.value,
-                )
                 episodes.append(
-                    Episode(
+                    one_step_episode(
+                        base,
+                        out,
+                        1.0 if out.action == self.rule[colour] else 0.0,
                         episode_id=f"toy{tag}-{g}-{k}-{self._seed}",
-                        environment="orchestrator",
-                        task_id=colour,
                         group_id=f"toy{tag}-{g}-{self._seed}",
-                        trajectory=[step],
-                        outcome="success" if reward else "failure",
-                        env_reward=reward,
-                        reward=reward,
+                        task_id=colour,
                     )
                 )
         return episodes
@@ -76,3 +63,36 @@ class ToyTask:
         pairs = [self.context() for _ in range(n)]
         outs = model.act([d for _, d in pairs], Regime())
         return sum(o.action == self.rule[c] for (c, _), o in zip(pairs, outs, strict=True)) / n
+
+
+def one_step_episode(
+    decision: Decision,
+    out: ActOutput,
+    reward: float,
+    *,
+    episode_id: str,
+    group_id: str,
+    task_id: str,
+) -> Episode:
+    """The one-step ``orchestrator`` episode of ``out``, acted on ``decision`` and given
+    ``reward`` (a success when positive)."""
+    step = TrajectoryStep(
+        index=0,
+        observation=decision.observation,
+        candidates=list(decision.candidates),
+        action=out.action,
+        action_index=out.action_index,
+        logprob=out.logprob,
+        entropy=out.entropy,
+        value=out.value,
+    )
+    return Episode(
+        episode_id=episode_id,
+        environment="orchestrator",
+        task_id=task_id,
+        group_id=group_id,
+        trajectory=[step],
+        outcome="success" if reward > 0 else "failure",
+        env_reward=reward,
+        reward=reward,
+    )

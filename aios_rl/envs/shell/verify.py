@@ -1,26 +1,21 @@
 """Running a task's tests and checking a task: the mutant fails, the fix passes, distractors don't.
 
 Tests run as real processes in a fresh temporary directory per run (so no bytecode cache can
-outlive an edit), with ``{python}`` in the test command replaced by this interpreter.
-
-.. note:: :func:`_run_tests` is a stand-in until ``aios_rl.envs.shell.sandbox`` lands: switch it
-   to ``sandbox.LocalExecutor`` then. It has the same shape (argv run in a directory with a
-   timeout; exit code and output back), and it only does what task generation needs: a process
-   group killed on timeout, a few resource limits, a clean environment. It is no sandbox.
+outlive an edit), with ``{python}`` in the test command replaced by this interpreter, through
+``sandbox.LocalExecutor``: no isolation (these are our own tests and our own mutants), but the
+sandbox's clean environment (``PYTHONHASHSEED=0``, ``HOME`` and ``TMPDIR`` the runner's temporary
+directory), a wall-clock timeout that kills the whole process group, and the limits below.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
-import resource
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,6 +25,8 @@ from typing import NamedTuple
 import msgspec
 
 from contracts import CandidateEdit, ShellTask
+
+from .sandbox import LocalExecutor, SandboxConfig
 
 __all__ = [
     "EditError",
@@ -48,12 +45,13 @@ __all__ = [
 ]
 
 OUTPUT_LIMIT = 1 << 20
-"""Bytes of a run's output kept (the head)."""
+"""Bytes of a run's output kept; a run that writes more is killed (and so fails)."""
 
 MEMORY_LIMIT = 2 << 30
 """Address-space limit of a test process (a mutant's runaway loop must not take the host)."""
 
 FILE_SIZE_LIMIT = 64 << 20
+"""Largest file a test process may write."""
 
 
 class EditError(ValueError):
@@ -64,9 +62,9 @@ class RunResult(NamedTuple):
     """What one test run gave."""
 
     exit_code: int | None
-    """``None`` when the run timed out."""
+    """``None`` when the run timed out; 128 + N when signal N ended it."""
     output: str
-    """stdout and stderr, interleaved, cut at ``OUTPUT_LIMIT`` bytes."""
+    """stdout and stderr, interleaved, at most ``OUTPUT_LIMIT`` bytes."""
     timed_out: bool
     seconds: float
 
@@ -76,53 +74,22 @@ class RunResult(NamedTuple):
 
 
 def _run_tests(task_dir: Path, argv: Sequence[str], timeout: float) -> RunResult:
-    """Run ``argv`` in ``task_dir`` with a ``timeout`` in seconds.
-
-    Stand-in for ``sandbox.LocalExecutor`` (see the module docstring): switch when it lands."""
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(task_dir),
-        "TMPDIR": str(task_dir),
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONHASHSEED": "0",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONIOENCODING": "utf-8",
-    }
-    started = time.monotonic()
-    with tempfile.TemporaryFile() as sink:
-        proc = subprocess.Popen(
-            list(argv),
-            cwd=task_dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            resource.prlimit(proc.pid, resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-            resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
-        except ProcessLookupError:
-            pass  # it has already exited: nothing left to limit
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        # The whole group goes: test suites may leave children behind.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        sink.seek(0)
-        output = sink.read(OUTPUT_LIMIT).decode("utf-8", "replace")
+    """Run ``argv`` in ``task_dir`` with a ``timeout`` in seconds (see the module docstring)."""
+    config = SandboxConfig(
+        # Per process; the wall-clock timeout is the real bound. A multithreaded test process
+        # may use several CPUs' worth of time in it: the CPU limit must never end it first.
+        cpu_seconds=math.ceil(timeout) * (os.cpu_count() or 1),
+        memory_bytes=MEMORY_LIMIT,
+        max_output_bytes=OUTPUT_LIMIT,
+        wall_timeout_s=timeout,
+        max_file_bytes=FILE_SIZE_LIMIT,
+    )
+    result = LocalExecutor(config).run(list(argv), task_dir)
     return RunResult(
-        exit_code=None if timed_out else proc.returncode,
-        output=output,
-        timed_out=timed_out,
-        seconds=time.monotonic() - started,
+        exit_code=None if result.timed_out else result.exit_code,
+        output=result.output,
+        timed_out=result.timed_out,
+        seconds=result.duration_s,
     )
 
 
