@@ -32,3 +32,5 @@ bench *ARGS:
     {{venv}}/python bench/bus.py {{ARGS}}
     {{venv}}/python bench/sampler.py {{ARGS}}
     {{venv}}/python bench/trainer.py {{ARGS}}
+    {{venv}}/python bench/shell.py {{ARGS}}
+    {{venv}}/python bench/learning.py {{ARGS}}

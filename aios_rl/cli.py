@@ -71,10 +71,14 @@ def _training_args(
     data_dir: str,
     train_tasks: int = 100,
     heldout: int = 50,
+    tasks_per_epoch: int = 16,
 ) -> None:
     p.add_argument("--epochs", type=_positive, default=epochs, help=f"epochs (default {epochs})")
     p.add_argument(
-        "--tasks-per-epoch", type=_positive, default=8, help="tasks per epoch (default 8)"
+        "--tasks-per-epoch",
+        type=_positive,
+        default=tasks_per_epoch,
+        help=f"tasks per epoch (default {tasks_per_epoch})",
     )
     p.add_argument("--group-size", type=_positive, default=4, help="rollouts per task (default 4)")
     p.add_argument(
@@ -90,7 +94,7 @@ def _training_args(
         help=f"held-out tasks scored before and after (default {heldout})",
     )
     p.add_argument(
-        "--learning-rate", type=_fraction, default=1e-2, help="trainer step size (default 0.01)"
+        "--learning-rate", type=_fraction, default=5e-3, help="trainer step size (default 0.005)"
     )
     p.add_argument("--seed", type=int, default=0, help="task and campaign seed (default 0)")
     p.add_argument(
@@ -246,7 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="the main job: full stack on an embedded NATS, a short run, a summary"
     )
-    _training_args(demo, epochs=3, data_dir=".aios/demo", train_tasks=40, heldout=30)
+    _training_args(
+        demo, epochs=3, data_dir=".aios/demo", train_tasks=40, heldout=30, tasks_per_epoch=12
+    )
     demo.add_argument("--verbose", action="store_true", help="stream service logs to the terminal")
     return parser
 

@@ -191,6 +191,8 @@ async def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         "20",
         "--heldout",
         "10",
+        "--tasks-per-epoch",
+        "8",
         "--data-dir",
         str(tmp_path / "demo"),
         timeout=600,

@@ -280,6 +280,15 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
 
 
+def summary_of(task: ShellTask, limit: int = 600) -> str:
+    """One line of what the task is: the code to fix and the failing tests with their reasons
+    (the statement's ``- <test id>: <reason>`` lines), without the statement's boilerplate."""
+    code = ", ".join(p for p in task.files if p not in task.test_files)
+    failures = [line[2:].strip() for line in task.statement.splitlines() if line.startswith("- ")]
+    listed = "; ".join(failures) or ", ".join(task.failing_tests)
+    return clip(f"task: fix {code}; failing: {listed}", limit)
+
+
 def _defined_names(files: dict[str, str], code_paths: Sequence[str]) -> set[str]:
     names: set[str] = set()
     for path in code_paths:
@@ -355,6 +364,8 @@ class ShellEpisode:
         materialise(self.workdir, dict(task.files))
         self.last_action = ""
         self.last_output = ""
+        self.tests_state = "not run"
+        self._summary = summary_of(task)
         self.observation = self._observe()
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -388,18 +399,23 @@ class ShellEpisode:
         return out
 
     def _observe(self) -> str:
+        """The first observation is the whole statement; later ones a one-line task summary,
+        the state (edits applied, what the tests said since the last change) and the last
+        action's output. Short on purpose: a student that pools its input should see the state
+        change, not drown it in the statement."""
+        if not self.last_action:
+            return f"{self.task.statement}\n\n[step 1 of {self.max_steps}; no action yet]"
         applied = (
             ", ".join(label.split(": ", 1)[0] for label, _, _ in self.applied)
             if self.applied
             else "none"
         )
-        head = (
-            f"{self.task.statement}\n\n--- step {self.steps + 1} of {self.max_steps}; "
-            f"edits applied: {applied}"
+        return (
+            f"{self._summary}\n"
+            f"[step {self.steps + 1} of {self.max_steps}; edits applied: {applied}; "
+            f"tests: {self.tests_state}]\n"
+            f"$ {self.last_action}\n{self.last_output}"
         )
-        if not self.last_action:
-            return head + "\n(no action yet)"
-        return f"{head}\n$ {self.last_action}\n{self.last_output}"
 
     # -- acting -------------------------------------------------------------------------------------
     def step(self, action: str) -> str:
@@ -431,10 +447,12 @@ class ShellEpisode:
         if action in self._edits and action in self.candidates:
             self.invalid_streak = 0
             self.last_output = self._apply(self._edits[action])
+            self.tests_state = "not run since the last change"
             return
         if action == UNDO and self.applied:
             self.invalid_streak = 0
             self.last_output = self._undo()
+            self.tests_state = "not run since the last change"
             return
         shown = self._show(action)
         if shown is not None:
@@ -449,6 +467,7 @@ class ShellEpisode:
         if action and self.config.allow_free_text and action not in self._edits:
             self.invalid_streak = 0
             self.last_output = self._shell(action)
+            self.tests_state = "not run since the last command"
             return
         self.invalid_streak += 1
         self.last_output = (
@@ -475,9 +494,11 @@ class ShellEpisode:
         if self._limit_hit(result):
             return output + f"\n[blocked: {result.blocked_reason}]"
         if result.exit_code == 0:
+            self.tests_state = "all pass"
             return output + "\n[tests: all pass]"
         failing = failing_test_ids(result.output)
         summary = f"{len(failing)} failing" if failing else f"exit status {result.exit_code}"
+        self.tests_state = summary
         return output + f"\n[tests: {summary}]"
 
     def _shell(self, command: str) -> str:
