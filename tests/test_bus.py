@@ -15,6 +15,7 @@ from aios_rl.bus import (
     BusError,
     NoResponders,
     PermanentError,
+    ProvisionError,
     RemoteError,
     RequestTimeout,
     Service,
@@ -38,6 +39,7 @@ from contracts import (
     topology,
 )
 from contracts.subjects import STREAM_DLQ, STREAM_EPISODES, ConsumerSpec
+from services.orchestrator_runner.settings import OrchestratorRunnerSettings
 from services.reward.settings import RewardSettings
 from tests.support import next_item, running, settled_consumer, stored
 
@@ -615,6 +617,125 @@ async def test_provision_brings_a_changed_stream_to_the_declared_config(
     assert (
         await bus.js.stream_info(names.stream(STREAM_EPISODES))
     ).config.description == topo.streams[1].description
+
+
+# -- an ack wait set by the service -----------------------------------------------------------------
+
+OVERRIDE_KEY = "aios_ack_wait_s"
+
+
+async def test_a_service_sets_its_ack_wait_and_provisioning_by_others_keeps_it(
+    bus: Bus, names: Names
+) -> None:
+    stream = names.stream(STREAM_EPISODES)
+    declared = topology(names).consumer("reward")
+    assert declared.ack_wait_s != 2.0
+
+    async def handler(ep: Episode) -> None:
+        raise AssertionError("never called")
+
+    svc = make_service(bus)
+    svc.consume("reward", Episode, handler, ack_wait_s=2.0)
+    async with running(svc):
+        info = await bus.js.consumer_info(stream, "reward")
+        assert info.config.ack_wait == 2.0
+        assert (info.config.metadata or {}).get(OVERRIDE_KEY) == "2.0"
+        await provision(bus)  # other services start (or restart) with the same contract
+        await asyncio.gather(provision(bus), provision(bus))
+        assert (await bus.js.consumer_info(stream, "reward")).config.ack_wait == 2.0
+        # A changed contract still reaches the consumer, around the service's ack wait.
+        changed = msgspec.structs.replace(
+            topology(names),
+            consumers=[
+                msgspec.structs.replace(c, max_ack_pending=7) if c.durable == "reward" else c
+                for c in topology(names).consumers
+            ],
+        )
+        await provision(bus, changed)
+        info = await bus.js.consumer_info(stream, "reward")
+        assert (info.config.ack_wait, info.config.max_ack_pending) == (2.0, 7)
+        assert svc.status().consumers[0].consumer == "reward"
+    # Started without one, the service restores the declared ack wait (and config).
+    plain = make_service(bus)
+    plain.consume("reward", Episode, handler)
+    async with running(plain):
+        info = await bus.js.consumer_info(stream, "reward")
+    assert info.config.ack_wait == declared.ack_wait_s
+    assert info.config.max_ack_pending == declared.max_ack_pending
+    assert OVERRIDE_KEY not in (info.config.metadata or {})
+    await provision(bus, changed)  # an unmarked consumer follows the contract as before
+    assert (await bus.js.consumer_info(stream, "reward")).config.max_ack_pending == 7
+
+
+async def test_a_message_a_dead_process_held_comes_back_after_the_services_ack_wait(
+    bus: Bus, names: Names
+) -> None:
+    stream = names.stream(STREAM_EPISODES)
+    declared = topology(names).consumer("reward")
+    await bus.publish_durable(taught(names), episode(1))
+    # A process fetches the message under the declared ack wait, then dies holding it.
+    dead = await bus.js.pull_subscribe_bind(durable="reward", stream=stream)
+    (held,) = await dead.fetch(1, timeout=5)
+    await dead.unsubscribe()
+    assert held.metadata.num_delivered == 1
+    got: asyncio.Queue[Episode] = asyncio.Queue()
+
+    async def handler(ep: Episode) -> None:
+        got.put_nowait(ep)
+
+    svc = make_service(bus)
+    svc.consume("reward", Episode, handler, ack_wait_s=2.0)
+    async with running(svc):
+        # The new ack wait applies to what is already pending: back in ~2 s, not 30.
+        assert await next_item(got, within=declared.ack_wait_s / 3) == episode(1)
+    info = await settled_consumer(bus, stream, "reward")
+    assert info.num_ack_pending == 0 and info.num_redelivered == 0
+    assert info.delivered is not None and info.delivered.consumer_seq == 2
+
+
+async def test_a_handler_longer_than_the_ack_wait_is_kept_alive_not_redelivered(
+    bus: Bus, names: Names
+) -> None:
+    calls: list[str] = []
+
+    async def long_episode(ep: Episode) -> None:
+        calls.append(ep.episode_id)
+        await asyncio.sleep(2.5)  # the work itself lasts 2.5 ack waits: no condition is awaited
+
+    svc = make_service(bus)
+    svc.consume("reward", Episode, long_episode, concurrency=2, ack_wait_s=1.0)
+    async with running(svc):
+        await bus.publish_durable(taught(names), episode(1))
+        info = await settled_consumer(bus, names.stream(STREAM_EPISODES), "reward", within=10)
+    assert calls == ["ep-1"], "redelivered while its handler was still running"
+    assert info.num_ack_pending == 0 and info.delivered is not None
+    assert info.delivered.consumer_seq == 1
+
+
+async def test_an_ack_wait_below_a_second_or_an_unprovisioned_consumer_is_refused(
+    bus: Bus, names: Names
+) -> None:
+    async def handler(ep: Episode) -> None:
+        raise AssertionError("never called")
+
+    with pytest.raises(ValueError, match="at least 1 second"):
+        make_service(bus).consume("reward", Episode, handler, ack_wait_s=0.5)
+    topo = fast_retry_topology(names, max_deliver=1, backoff_s=[])  # never provisioned
+    svc = make_service(bus, topology=topo)
+    svc.consume("flaky", Episode, handler, ack_wait_s=5.0)
+    with pytest.raises(ProvisionError, match=r"flaky .* does not exist"):
+        await asyncio.wait_for(svc.run(install_signal_handlers=False), 10)
+
+
+def test_runner_ack_wait_setting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert load_settings(OrchestratorRunnerSettings, [], prog="t").ack_wait_s == 0.0
+    monkeypatch.setenv("AIOS_ACK_WAIT_S", "10")
+    assert load_settings(OrchestratorRunnerSettings, [], prog="t").ack_wait_s == 10.0
+    with pytest.raises(SystemExit):
+        load_settings(OrchestratorRunnerSettings, ["--ack-wait-s", "0.5"], prog="t")
+    assert "ack_wait_s must be 0" in capsys.readouterr().err
 
 
 # -- settings ------------------------------------------------------------------------------------------

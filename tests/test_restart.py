@@ -1,6 +1,10 @@
 """Restart safety of the whole stack: ``aios-rl up`` runs every service as a process; the
-campaign is SIGKILLed mid-collect and the trainer mid-update; the supervisor restarts them and
-the campaign ends with every scheduled episode in the ledger, each counted once."""
+campaign is SIGKILLed mid-collect, the orchestrator runner mid-collect with jobs in hand and the
+trainer mid-update; the supervisor restarts them and the campaign ends with every scheduled
+episode in the ledger, each counted once.
+
+The runner's jobs come back after its ack wait, set short for this stack (``AIOS_ACK_WAIT_S``)
+instead of the contract's 120 s, and kept by the campaign's restart (which provisions again)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +25,7 @@ from aios_rl.ledger import Ledger
 from aios_rl.natsd import free_port
 from aios_rl.stack import SERVICES
 from contracts import (
+    ActRequest,
     CampaignEvent,
     CampaignSpec,
     CampaignStatus,
@@ -27,6 +33,11 @@ from contracts import (
     StartCampaign,
     TrainerSettings,
 )
+from contracts.subjects import STREAM_ROLLOUTS
+
+RUNNER = "orchestrator-runner"
+RUNNER_ACK_WAIT_S = 5.0
+"""The runner's ack wait in this stack: jobs a killed runner held come back after it."""
 
 
 async def _pid(bus: Bus, service: str, deadline: float = 60) -> int:
@@ -37,8 +48,15 @@ async def _pid(bus: Bus, service: str, deadline: float = 60) -> int:
                     return v.pid
 
 
+async def _within(event: asyncio.Event, seconds: float, what: str) -> None:
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        raise AssertionError(f"not within {seconds} s: {what}") from None
+
+
 @pytest.mark.slow
-async def test_killing_campaign_and_trainer_mid_epoch_loses_and_duplicates_nothing(
+async def test_killing_campaign_runner_and_trainer_mid_epoch_loses_and_duplicates_nothing(
     tmp_path: Path,
 ) -> None:
     port = free_port()
@@ -47,6 +65,10 @@ async def test_killing_campaign_and_trainer_mid_epoch_loses_and_duplicates_nothi
         "AIOS_LOG_FORMAT": "json",
         "AIOS_TRAIN_TIMEOUT_S": "20",
         "AIOS_TRAIN_RETRY_S": "1",
+        "AIOS_ACK_WAIT_S": str(RUNNER_ACK_WAIT_S),  # read by the runner only
+        # The sampler answers a batch after 0.3 s: the runner holds its jobs that long, so a kill
+        # on a request it sent lands with jobs in hand (read by the sampler only).
+        "AIOS_MAX_WAIT_MS": "300",
     }
     env.pop("NATS_URL", None)
     env.pop("AIOS_NAMESPACE", None)
@@ -83,9 +105,26 @@ async def test_killing_campaign_and_trainer_mid_epoch_loses_and_duplicates_nothi
                 }:
                     pass  # each discovery round waits for replies
             await put_tasks(bus, "orchestrator", "train", generate(40))
+            runner_pid = await _pid(bus, RUNNER)
             killed: list[str] = []
             finished = asyncio.Event()
             kill_queue: asyncio.Queue[str] = asyncio.Queue()
+            collecting_1 = asyncio.Event()  # epoch 1 is collecting: the runner may be killed
+            collected_1 = asyncio.Event()
+            runner_killed = asyncio.Event()
+            at_kill: dict[str, float] = {}
+
+            async def on_act(msg, raw) -> None:
+                # The runner sent this request for a job it holds, unacked until the answer.
+                if not isinstance(msg, ActRequest) or not collecting_1.is_set() or RUNNER in killed:
+                    return
+                os.kill(runner_pid, signal.SIGKILL)
+                killed.append(RUNNER)
+                at_kill["at"] = time.monotonic()
+                info = await bus.js.consumer_info(bus.names.stream(STREAM_ROLLOUTS), RUNNER)
+                at_kill["held"] = float(info.num_ack_pending or 0)
+                at_kill["ack_wait_s"] = float(info.config.ack_wait or 0)
+                runner_killed.set()
 
             async def on_compared(msg, raw) -> None:
                 if (
@@ -99,6 +138,11 @@ async def test_killing_campaign_and_trainer_mid_epoch_loses_and_duplicates_nothi
             async def on_event(msg, raw) -> None:
                 if not isinstance(msg, CampaignEvent) or msg.campaign_id != spec.campaign_id:
                     return
+                if msg.record and msg.epoch == 1 and msg.record.phase == "collect":
+                    collecting_1.set()
+                if msg.record and msg.epoch == 1 and msg.record.phase == "compare":
+                    at_kill.setdefault("collected", time.monotonic())
+                    collected_1.set()
                 if (
                     msg.record
                     and msg.epoch == 1
@@ -112,6 +156,7 @@ async def test_killing_campaign_and_trainer_mid_epoch_loses_and_duplicates_nothi
 
             await bus.subscribe(bus.names.episode("compared", "*"), on_compared)
             await bus.subscribe(bus.names.campaign_event(">"), on_event)
+            await bus.subscribe(bus.names.policy_act(), on_act)
             await bus.request(
                 bus.names.campaign_cmd("start"),
                 StartCampaign(spec=spec),
@@ -125,6 +170,9 @@ async def test_killing_campaign_and_trainer_mid_epoch_loses_and_duplicates_nothi
                     os.kill(await _pid(bus, service), signal.SIGKILL)
 
             kill_task = asyncio.create_task(killer())
+            await _within(runner_killed, 150, "the runner killed during epoch 1's collect")
+            # Its jobs come back after the short ack wait (the contract's 120 s would fail this).
+            await _within(collected_1, 60, "epoch 1 collected after the runner's kill")
             await asyncio.wait_for(finished.wait(), 400)
             kill_task.cancel()
             records = await Ledger(bus).records(spec.campaign_id)
@@ -137,8 +185,14 @@ async def test_killing_campaign_and_trainer_mid_epoch_loses_and_duplicates_nothi
         await asyncio.wait_for(up.wait(), 60)
         log.close()
     text = (tmp_path / "up.log").read_text(errors="replace")
-    assert killed == ["campaign", "trainer"], text[-3000:]
-    assert "campaign.1 exited with code -9" in text and "trainer.1 exited with code -9" in text
+    assert killed == ["campaign", RUNNER, "trainer"], text[-3000:]
+    for label in ("campaign.1", f"{RUNNER}.1", "trainer.1"):
+        assert f"{label} exited with code -9" in text, label
+    # Killed with jobs in hand, under the stack's ack wait (the campaign's restart kept it).
+    assert at_kill["held"] >= 1, at_kill
+    assert at_kill["ack_wait_s"] == RUNNER_ACK_WAIT_S, at_kill
+    # The epoch waited for them: they were delivered at most a batch (0.3 s) before the kill.
+    assert at_kill["collected"] - at_kill["at"] >= RUNNER_ACK_WAIT_S - 1, at_kill
     assert [r.epoch for r in records] == [0, 1, 2]
     for r in records:
         assert (r.scheduled, r.received, r.missing) == (48, 48, 0), r

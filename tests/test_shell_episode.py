@@ -293,3 +293,14 @@ def test_oracle_solves_and_random_mostly_does_not(
     assert all(r.outcome == "success" and r.reward == 1.0 for r in oracle)
     rand = [run_episode(t, sandbox, random_policy(i))[0] for i, t in enumerate(generated)]
     assert sum(r.outcome == "success" for r in rand) <= len(generated) // 2
+
+
+def test_real_code_tasks_run_in_the_sandbox(sandbox: Sandbox) -> None:
+    """Phase 2: stdlib modules with an injected bug, checked by their upstream tests."""
+    real = generate(3, 0, "real", cache=RunCache(default_cache_dir()))
+    for task in real:
+        assert task.phase == 2 and task.source.startswith("stdlib:")
+        result, _ = run_episode(task, sandbox, oracle_policy(task))
+        assert result.outcome == "success", (task.family, result)
+        result, _ = play(task, sandbox, [SUBMIT])
+        assert result.outcome == "failure" and result.failing_after == sorted(task.failing_tests)

@@ -1,8 +1,16 @@
 """Apply the declared JetStream topology, idempotently: create what is missing, update what
-differs, leave the rest alone."""
+differs, leave the rest alone.
+
+A durable consumer's ``ack_wait`` may be set by the service that processes it
+(``Service.consume(..., ack_wait_s=...)``, e.g. from a deployment's settings): the consumer's
+metadata records it under :data:`ACK_WAIT_OVERRIDE`, and provisioning by any other service keeps
+it instead of resetting the declared one."""
 
 from __future__ import annotations
 
+import json
+
+import nats.errors
 import nats.js.errors
 from nats.js import api
 
@@ -13,7 +21,21 @@ from ._bus import Bus
 from ._errors import ProvisionError
 from ._logging import get_logger
 
-__all__ = ["consumer_config", "provision", "stream_config"]
+__all__ = ["ACK_WAIT_OVERRIDE", "apply_ack_wait", "consumer_config", "provision", "stream_config"]
+
+ACK_WAIT_OVERRIDE = "aios_ack_wait_s"
+"""Consumer metadata key: the ack wait (seconds) its service set in place of the declared one."""
+
+_ALREADY_EXISTS = 10148  # JetStream's err_code for "consumer already exists" (create action)
+_MANAGED = (
+    "filter_subject",
+    "ack_policy",
+    "deliver_policy",
+    "ack_wait",
+    "max_deliver",
+    "max_ack_pending",
+)
+"""The consumer settings provisioning owns (the server fills in the others)."""
 
 _RETENTION = {
     "limits": api.RetentionPolicy.LIMITS,
@@ -38,8 +60,9 @@ def stream_config(spec: StreamSpec) -> api.StreamConfig:
     )
 
 
-def consumer_config(spec: ConsumerSpec) -> api.ConsumerConfig:
-    """The nats-py config for a declared durable pull consumer.
+def consumer_config(spec: ConsumerSpec, ack_wait_s: float | None = None) -> api.ConsumerConfig:
+    """The nats-py config for a declared durable pull consumer; with ``ack_wait_s``, that ack wait
+    instead of the declared one, recorded in the metadata under :data:`ACK_WAIT_OVERRIDE`.
 
     ``max_deliver`` on the server is one above ours: the kit dead-letters on its own last try,
     so the server's limit only trips when a process dies holding the message (and the kit then
@@ -50,10 +73,74 @@ def consumer_config(spec: ConsumerSpec) -> api.ConsumerConfig:
         filter_subject=spec.filter_subject,
         ack_policy=api.AckPolicy.EXPLICIT,
         deliver_policy=api.DeliverPolicy.ALL,
-        ack_wait=spec.ack_wait_s,
+        ack_wait=spec.ack_wait_s if ack_wait_s is None else ack_wait_s,
         max_deliver=spec.max_deliver + 1,
         max_ack_pending=spec.max_ack_pending,
+        metadata=None if ack_wait_s is None else {ACK_WAIT_OVERRIDE: repr(float(ack_wait_s))},
     )
+
+
+def _override(cfg: api.ConsumerConfig) -> float | None:
+    """The ack wait a service set on this consumer, if any."""
+    mark = (cfg.metadata or {}).get(ACK_WAIT_OVERRIDE)
+    return None if mark is None else float(mark)
+
+
+def _differs(actual: api.ConsumerConfig, wanted: api.ConsumerConfig) -> bool:
+    return _override(actual) != _override(wanted) or any(
+        getattr(actual, f) != getattr(wanted, f) for f in _MANAGED
+    )
+
+
+async def _create_only(bus: Bus, stream: str, cfg: api.ConsumerConfig) -> bool:
+    """Create the consumer with JetStream's ``create`` action: unlike nats-py's create-or-update,
+    it never overwrites a consumer another process configured meanwhile. False when one of that
+    name exists with another config; raises ``nats.js.errors.APIError`` for any other refusal."""
+    req = {"stream_name": stream, "config": cfg.as_dict(), "action": "create"}
+    try:
+        reply = await bus.nc.request(
+            f"{api.DEFAULT_PREFIX}.CONSUMER.CREATE.{stream}.{cfg.durable_name}",
+            json.dumps(req).encode(),
+            timeout=5,
+        )
+    except nats.errors.NoRespondersError as exc:
+        raise nats.js.errors.ServiceUnavailableError(
+            description="JetStream is not enabled"
+        ) from exc
+    error = json.loads(reply.data).get("error")
+    if error is None:
+        return True
+    if error.get("err_code") == _ALREADY_EXISTS:
+        return False
+    raise nats.js.errors.APIError.from_error(error)
+
+
+async def apply_ack_wait(bus: Bus, spec: ConsumerSpec, ack_wait_s: float | None) -> float:
+    """Give the provisioned consumer ``spec`` the ack wait its service asks for: ``ack_wait_s``
+    (marked, so :func:`provision` keeps it), or with ``None`` the declared one (dropping an earlier
+    mark). Leaves an unmarked consumer alone when ``ack_wait_s`` is ``None``. Returns the ack wait
+    in force. Raises ``ProvisionError`` when the consumer does not exist or JetStream refuses."""
+    try:
+        info = await bus.js.consumer_info(spec.stream, spec.durable)
+        if _override(info.config) != ack_wait_s or (
+            ack_wait_s is not None and info.config.ack_wait != ack_wait_s
+        ):
+            info = await bus.js.add_consumer(spec.stream, consumer_config(spec, ack_wait_s))
+            get_logger().info(
+                "consumer.ack_wait_set",
+                consumer=spec.durable,
+                ack_wait_s=info.config.ack_wait,
+                declared_s=spec.ack_wait_s,
+            )
+    except nats.js.errors.NotFoundError as exc:
+        raise ProvisionError(
+            f"consumer {spec.durable} on {spec.stream} does not exist: provision the topology first"
+        ) from exc
+    except nats.js.errors.APIError as exc:
+        raise ProvisionError(
+            f"JetStream refused the ack wait of consumer {spec.durable}: {exc}"
+        ) from exc
+    return float(info.config.ack_wait or spec.ack_wait_s)
 
 
 async def provision(bus: Bus, topo: Topology | None = None) -> Topology:
@@ -72,11 +159,18 @@ async def provision(bus: Bus, topo: Topology | None = None) -> Topology:
                 # It exists with another config: bring it to the declared one.
                 await js.update_stream(cfg)
         for c in topo.consumers:
-            cfg = consumer_config(c)
+            if await _create_only(bus, c.stream, consumer_config(c)):
+                continue
+            # It exists: bring it to the declared config, keeping an ack wait its service set.
+            # Written only when something differs: a service starting with the same contract
+            # never rewrites the consumer, so it cannot undo an override set meanwhile.
+            info = await js.consumer_info(c.stream, c.durable)
+            cfg = consumer_config(c, _override(info.config))
+            if not _differs(info.config, cfg):
+                continue
             try:
                 await js.add_consumer(c.stream, cfg)
             except nats.js.errors.BadRequestError:
-                info = await js.consumer_info(c.stream, c.durable)
                 if info.config.filter_subject != c.filter_subject:
                     raise ProvisionError(
                         f"consumer {c.durable} on {c.stream} filters {info.config.filter_subject!r}, "

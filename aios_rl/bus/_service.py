@@ -45,6 +45,7 @@ from contracts.subjects import SCHEMA_HEADER, ConsumerSpec
 from ._bus import Bus
 from ._errors import PermanentError
 from ._logging import get_logger
+from ._provision import apply_ack_wait
 
 __all__ = ["ConsumerHandler", "EndpointHandler", "Service"]
 
@@ -74,6 +75,10 @@ class _Consumer(Generic[Req]):
     type: type[Req]
     handler: ConsumerHandler[Req]
     concurrency: int
+    ack_wait_s: float | None = None
+    """The service's ack wait for this consumer; ``None``: the declared one."""
+    in_force_s: float = 0.0
+    """The ack wait on the server once the service runs (paces the in-progress heartbeats)."""
     counters: _Counters = field(default_factory=_Counters)
 
 
@@ -143,12 +148,30 @@ class Service:
         handler: ConsumerHandler[Req],
         *,
         concurrency: int = 1,
+        ack_wait_s: float | None = None,
     ) -> None:
         """Process the durable consumer ``durable`` (declared in the service's topology, by default
         ``contracts.subjects.topology``) with up to ``concurrency`` messages in flight. Raises
-        ``KeyError`` for an undeclared one."""
+        ``KeyError`` for an undeclared one.
+
+        ``ack_wait_s`` replaces the declared ack wait: how long a message held by a process that
+        died waits before JetStream hands it to another. :meth:`run` sets it on the consumer, and
+        provisioning by other services keeps it; without it, :meth:`run` restores the declared
+        one. A handler may run longer than the ack wait: while it runs, the kit tells JetStream
+        it is still working every third of the ack wait. Raises ``ValueError`` below one
+        second."""
+        if ack_wait_s is not None and not ack_wait_s >= 1.0:
+            raise ValueError(
+                f"The ack wait of consumer {durable!r} must be at least 1 second, got {ack_wait_s}."
+            )
         self._consumers.append(
-            _Consumer(self._topology.consumer(durable), message, handler, max(1, concurrency))
+            _Consumer(
+                self._topology.consumer(durable),
+                message,
+                handler,
+                max(1, concurrency),
+                ack_wait_s=ack_wait_s,
+            )
         )
 
     def task(self, fn: Callable[[], Awaitable[None]]) -> None:
@@ -193,7 +216,10 @@ class Service:
     async def run(self, *, install_signal_handlers: bool = True) -> None:
         """Serve until SIGTERM/SIGINT or :meth:`stop`, then shut down gracefully: stop pulling,
         let in-flight work finish for ``shutdown_grace_s`` (then hand it back with a nak), stop
-        the endpoints and drain."""
+        the endpoints and drain. Raises ``ProvisionError`` when a consumer is not provisioned or
+        JetStream refuses its ack wait."""
+        for c in self._consumers:
+            c.in_force_s = await apply_ack_wait(self.bus, c.spec, c.ack_wait_s)
         loop = asyncio.get_running_loop()
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -392,7 +418,7 @@ class Service:
             )
             await self._dead_letter(c, msg, "undecodable", str(exc))
             return
-        keepalive = asyncio.create_task(self._keep_alive(msg, c.spec.ack_wait_s))
+        keepalive = asyncio.create_task(self._keep_alive(msg, c.in_force_s))
         try:
             await c.handler(decoded)
         except asyncio.CancelledError:

@@ -21,7 +21,13 @@ def build(bus: Bus, settings: OrchestratorRunnerSettings) -> tuple[Service, Runn
         shutdown_grace_s=settings.shutdown_grace_s,
         description="Runs orchestrator decision episodes (dispatch, preflight, clarity).",
     )
-    svc.consume("orchestrator-runner", RolloutJob, runner.run, concurrency=settings.concurrency)
+    svc.consume(
+        "orchestrator-runner",
+        RolloutJob,
+        runner.run,
+        concurrency=settings.concurrency,
+        ack_wait_s=settings.ack_wait_s or None,
+    )
     svc.stats(
         lambda: {"episodes": float(runner.episodes), "tasks_cached": float(len(runner.tasks))}
     )

@@ -36,7 +36,13 @@ def build(
         shutdown_grace_s=settings.shutdown_grace_s,
         description="Runs shell bug-fix episodes in the sandbox.",
     )
-    svc.consume("shell-runner", RolloutJob, runner.run, concurrency=settings.concurrency)
+    svc.consume(
+        "shell-runner",
+        RolloutJob,
+        runner.run,
+        concurrency=settings.concurrency,
+        ack_wait_s=settings.ack_wait_s or None,
+    )
     svc.stats(
         lambda: {
             "episodes": float(runner.episodes),

@@ -32,3 +32,17 @@ class ShellRunnerSettings(ServiceSettings):
     """Run actions that are not candidates as shell commands (students that write text)."""
     task_cache: int = 512
     """Tasks kept decoded in memory."""
+    ack_wait_s: float = 0.0
+    """Seconds before the jobs a dead replica held go to another (0: the contract's ack wait,
+    300 s). Running episodes send heartbeats, so a short wait (e.g. 15) only speeds recovery.
+    Give every replica the same value (env ``AIOS_ACK_WAIT_S``): the runner sets it on the shared
+    consumer at start and other services' start-ups keep it; at 0 the runner restores the
+    contract's. At least 1 s."""
+
+    def __post_init__(self) -> None:
+        if self.ack_wait_s != 0 and not self.ack_wait_s >= 1.0:
+            raise ValueError(
+                f"ack_wait_s must be 0 (the contract's) or at least 1 second, got {self.ack_wait_s}."
+            )
+        if self.concurrency < 1 or self.max_steps < 1:
+            raise ValueError("concurrency and max_steps must be at least 1.")
