@@ -76,8 +76,8 @@ class Settings:
 
 FULL = Settings(
     seeds=(0, 1, 2),
-    epochs=12,
-    tasks_per_epoch=16,
+    epochs=15,
+    tasks_per_epoch=8,
     group_size=4,
     train_tasks=100,
     heldout_tasks=50,
@@ -85,11 +85,11 @@ FULL = Settings(
 )
 QUICK = Settings(
     seeds=(0,),
-    epochs=4,
+    epochs=8,
     tasks_per_epoch=8,
     group_size=4,
-    train_tasks=30,
-    heldout_tasks=20,
+    train_tasks=60,
+    heldout_tasks=30,
     learning_rate=3e-3,
 )
 

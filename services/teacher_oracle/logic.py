@@ -20,17 +20,23 @@ outcome    fix applied  verdict                        score              bounda
 success    yes          correct                        1 - 0.1·missed     no
                                                        (at least 0.5)
 success    no           correct                        0.5                **yes**
-partial    yes          partially_correct              0.25               **yes**
+partial    yes, alone   partially_correct              0.25               **yes**
+partial    yes, more    partially_correct              0.25               no
 partial    no           partially_correct              -0.25              no
-failure    yes          partially_correct              0.0                **yes**
+failure    yes, alone   partially_correct              0.0                **yes**
+failure    yes, more    partially_correct              -0.25              no
 failure    no, offered  incorrect                      -1.0               no
 failure    never shown  incorrect                      -0.5               no
 blocked    either       unsure                         0.0                **yes**
 =========  ===========  =============================  =================  ========
 
+"alone": when the episode ended, the fix was the only change the oracle saw applied (other
+candidate edits undone, no free-text command after it); "more": another edit or a command
+changed the code too.
+
 Boundary (ambiguous) cases are those where the outcome and the ground truth disagree — tests
-pass without the known fix (another fix, or weak tests), the known fix was applied and the tests
-still fail (something else broke, or the tests are flaky) — and ``blocked`` episodes, where the
+pass without the known fix (another fix, or weak tests), the fix alone was applied and the tests
+still fail (flaky tests, or a task the oracle knows wrong) — and ``blocked`` episodes, where the
 environment stopped the agent and the oracle cannot tell fault from infrastructure. A task with
 no fix among its candidate edits is judged ``unsure``, score 0, boundary.
 
@@ -63,13 +69,25 @@ def _offered_fix(candidates: list[str], fixes: list[CandidateEdit]) -> Candidate
     return None
 
 
-def _submit_hints(req: TeacherRequest, task: ShellTask, fixed_at: int) -> list[TeacherHint]:
-    """``submit`` hints on the steps after the fix while it is the only edit applied."""
+def _after_fix(
+    req: TeacherRequest, task: ShellTask, fixed_at: int
+) -> tuple[list[TeacherHint], bool]:
+    """``submit`` hints on the steps after the fix while it is the only edit applied, and whether
+    it still was at the end (``alone``)."""
     labels = {e.label for e in task.candidate_edits}
-    applied = ["fix"]
+    applied: list[str] = []
     hints: list[TeacherHint] = []
     for step in req.steps:
-        if step.index <= fixed_at:
+        if step.index < fixed_at:
+            if step.action == UNDO and applied:
+                applied.pop()
+            elif any(shown_as(label, step.action) for label in labels):
+                applied.append(step.action)
+            elif step.action not in step.candidates:
+                return hints, False  # a free-text command before the fix: state unknown
+            continue
+        if step.index == fixed_at:
+            applied.append("fix")
             continue
         if applied == ["fix"] and step.action != SUBMIT and SUBMIT in step.candidates:
             hints.append(
@@ -84,8 +102,8 @@ def _submit_hints(req: TeacherRequest, task: ShellTask, fixed_at: int) -> list[T
         elif any(shown_as(label, step.action) for label in labels):
             applied.append(step.action)
         elif step.action not in step.candidates:
-            break  # a free-text command: what it changed is unknown
-    return hints
+            return hints, False  # a free-text command: what it changed is unknown
+    return hints, applied == ["fix"]
 
 
 def judge(req: TeacherRequest, task: ShellTask) -> TeacherSignal:
@@ -114,8 +132,10 @@ def judge(req: TeacherRequest, task: ShellTask) -> TeacherSignal:
                 TeacherHint(step=step.index, better_action=fix.label, note=f"fixes the {where}")
             )
     missed = len(hints)
+    alone = False
     if applied_at is not None:
-        hints += _submit_hints(req, task, applied_at)
+        after, alone = _after_fix(req, task, applied_at)
+        hints += after
     applied = applied_at is not None
     match req.outcome, applied:
         case "success", True:
@@ -127,14 +147,19 @@ def judge(req: TeacherRequest, task: ShellTask) -> TeacherSignal:
             verdict, score, boundary = "correct", 0.5, True
             why = "tests pass without the known fix (another fix, or weak tests)"
         case "partial", True:
-            verdict, score, boundary = "partially_correct", 0.25, True
-            why = f"applied the fix at step {applied_at} yet some tests still fail"
+            verdict, score, boundary = "partially_correct", 0.25, alone
+            why = f"applied the fix at step {applied_at} yet some tests still fail" + (
+                "" if alone else " (other changes too)"
+            )
         case "partial", False:
             verdict, score, boundary = "partially_correct", -0.25, False
             why = "some tests pass but the bug was never fixed"
-        case "failure", True:
+        case "failure", True if alone:
             verdict, score, boundary = "partially_correct", 0.0, True
-            why = f"applied the fix at step {applied_at} yet the tests fail"
+            why = f"applied the fix alone at step {applied_at} yet the tests fail"
+        case "failure", True:
+            verdict, score, boundary = "partially_correct", -0.25, False
+            why = f"applied the fix at step {applied_at}, then broke the code with other changes"
         case "failure", False if offered:
             verdict, score, boundary = "incorrect", -1.0, False
             why = f"passed over the fix {missed} time(s)"
