@@ -10,13 +10,14 @@ import contextlib
 import random
 from collections.abc import Callable
 
+import msgspec
 import pytest
 
 from aios_rl.bus import Bus, Service, connect
 from aios_rl.envs.shell.episode import SUBMIT
 from aios_rl.envs.shell.generate import generate
 from aios_rl.envs.shell.store import TaskStore
-from aios_rl.envs.shell.verify import RunCache, check_task, default_cache_dir
+from aios_rl.envs.shell.verify import RunCache, check_task, default_cache_dir, task_id_of
 from contracts import ActRequest, ActResponse, Episode, Names, RolloutJob, ShellTask
 from contracts.subjects import STREAM_ROLLOUTS
 from services.shell_runner.main import build
@@ -198,7 +199,12 @@ async def test_jobs_that_cannot_run_are_blocked_and_the_runner_goes_on(
     bus: Bus, names: Names, tasks: dict[str, list[ShellTask]]
 ) -> None:
     task = tasks["train"][1]
-    await TaskStore(bus).put_all([task])
+    # A task the environment cannot even set up: a file path that leaves the task directory.
+    files = {**task.files, "../escape.py": "x = 1\n"}
+    broken = msgspec.structs.replace(
+        task, files=files, task_id=task_id_of(files, task.test_command)
+    )
+    await TaskStore(bus).put_all([task, broken])
     runner_svc, _ = build(bus, settings(bus, command_timeout_s=2.0, cpu_seconds=2))
 
     def answer(req: ActRequest) -> str:
@@ -207,7 +213,10 @@ async def test_jobs_that_cannot_run_are_blocked_and_the_runner_goes_on(
         return oracle([task])(req)
 
     jobs = [job("f" * 16, 0), job(task.task_id, 1), job(task.task_id, 2)]
+    jobs.append(job(broken.task_id, 3))
     got = await run_jobs(bus, names, jobs, [policy_service(bus, answer), runner_svc], 60)
     assert got["ep-0"].outcome == "blocked" and "task" in got["ep-0"].info["error"]
+    assert got["ep-3"].outcome == "blocked"
+    assert got["ep-3"].info["error"].startswith("environment: UnsafePath")
     assert got["ep-1"].outcome == "blocked" and got["ep-1"].info["ended"] == "limit"
     assert got["ep-2"].outcome == "success"
