@@ -9,14 +9,13 @@ import time
 
 from aios_rl.bus import Bus, RemoteError, get_logger
 from aios_rl.envs.orchestrator import outcome_of
+from aios_rl.envs.runner import completed_episode, publish_completed
 from aios_rl.envs.store import TaskNotFound, get_task
 from contracts import (
     ActRequest,
     ActResponse,
-    Episode,
     OrchestratorTask,
     RolloutJob,
-    Timings,
     TrajectoryStep,
 )
 
@@ -83,31 +82,14 @@ class Runner:
         except TaskNotFound as exc:
             log.warning("episode_blocked", error=str(exc))
             outcome, reward, info = "blocked", 0.0, {"error": str(exc)[:500]}
-        ep = Episode(
-            episode_id=job.episode_id,
-            environment="orchestrator",
-            task_id=job.task_id,
-            campaign_id=job.campaign_id,
-            epoch=job.epoch,
-            checkpoint_id=checkpoint,
-            group_id=job.group_id,
-            role=job.role,
-            seed=job.seed,
-            regime=job.regime,
-            branch=job.branch,
+        ep = completed_episode(
+            job,
+            checkpoint=checkpoint,
             trajectory=steps,
             outcome=outcome,
-            env_reward=reward,
-            timings=Timings(
-                started_at=started, finished_at=time.time(), stages={"completed": time.time()}
-            ),
+            reward=reward,
             info=info,
-            reference_checkpoint=job.reference_checkpoint,
+            started=started,
         )
-        # Ack comes after this publish (the kit acks when the handler returns).
-        await self.bus.publish_durable(
-            self.bus.names.episode("completed", "orchestrator"),
-            ep,
-            msg_id=f"{ep.episode_id}:completed",
-        )
+        await publish_completed(self.bus, ep)  # the kit acks when the handler returns
         self.episodes += 1

@@ -13,16 +13,15 @@ import time
 from collections import OrderedDict
 
 from aios_rl.bus import Bus, NoResponders, RemoteError, RequestTimeout, get_logger
+from aios_rl.envs.runner import completed_episode, publish_completed
 from aios_rl.envs.shell.episode import EpisodeResult, ShellEnvConfig, ShellEpisode
 from aios_rl.envs.shell.sandbox import Executor
 from aios_rl.envs.shell.store import TaskStore, TaskStoreError, TaskStoreUnavailableError
 from contracts import (
     ActRequest,
     ActResponse,
-    Episode,
     RolloutJob,
     ShellTask,
-    Timings,
     TrajectoryStep,
 )
 
@@ -152,32 +151,16 @@ class Runner:
                 steps[-1] = _with_reward(steps[-1], reward)
         else:
             outcome, reward = "blocked", 0.0
-        ep = Episode(
-            episode_id=job.episode_id,
-            environment="shell",
-            task_id=job.task_id,
-            campaign_id=job.campaign_id,
-            epoch=job.epoch,
-            checkpoint_id=checkpoint,
-            group_id=job.group_id,
-            role=job.role,
-            seed=job.seed,
-            regime=job.regime,
-            branch=job.branch,
+        ep = completed_episode(
+            job,
+            checkpoint=checkpoint,
             trajectory=steps,
             outcome=outcome,
-            env_reward=reward,
-            timings=Timings(
-                started_at=started, finished_at=time.time(), stages={"completed": time.time()}
-            ),
+            reward=reward,
             info=info,
-            reference_checkpoint=job.reference_checkpoint,
+            started=started,
         )
-        await self.bus.publish_durable(
-            self.bus.names.episode("completed", "shell"),
-            ep,
-            msg_id=f"{ep.episode_id}:completed",
-        )
+        await publish_completed(self.bus, ep)  # the kit acks when the handler returns
         self.episodes += 1
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         log.info("shell_episode", outcome=outcome, reward=reward, steps=len(steps))
