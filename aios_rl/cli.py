@@ -250,9 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="the main job: full stack on an embedded NATS, a short run, a summary"
     )
-    _training_args(
-        demo, epochs=3, data_dir=".aios/demo", train_tasks=40, heldout=30, tasks_per_epoch=12
-    )
+    _training_args(demo, epochs=4, data_dir=".aios/demo", train_tasks=60, heldout=30)
     demo.add_argument("--verbose", action="store_true", help="stream service logs to the terminal")
     return parser
 
