@@ -259,6 +259,8 @@ class BucketSpec(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     history: int = 16
     description: str = ""
+    ttl_s: float = 0.0
+    """Seconds a key lives after its last write (0: forever)."""
 
 
 class ObjectStoreSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -384,6 +386,9 @@ def topology(names: Names) -> Topology:
                 name=names.bucket(BUCKET_COMPARISON),
                 history=1,
                 description="Comparison statistics per (task, checkpoint) and pending comparisons.",
+                # Marks, statistics and pending comparisons matter for minutes to hours (an epoch,
+                # a late duplicate); a week after their last write they go.
+                ttl_s=7 * 24 * 3600.0,
             ),
             BucketSpec(
                 name=names.bucket(BUCKET_LEDGER),

@@ -38,7 +38,7 @@ from contracts import (
     decode,
     topology,
 )
-from contracts.subjects import STREAM_DLQ, STREAM_EPISODES, ConsumerSpec
+from contracts.subjects import BUCKET_COMPARISON, STREAM_DLQ, STREAM_EPISODES, ConsumerSpec
 from services.orchestrator_runner.settings import OrchestratorRunnerSettings
 from services.reward.settings import RewardSettings
 from tests.support import next_item, running, settled_consumer, stored
@@ -826,3 +826,26 @@ async def test_a_failing_background_task_stops_the_service_and_raises(
     svc.task(fragile)
     with pytest.raises(RuntimeError, match="background work broke"):
         await asyncio.wait_for(svc.run(install_signal_handlers=False), 15)
+
+
+async def test_provision_sets_bucket_ttl_and_updates_an_existing_bucket(
+    bus: Bus, names: Names
+) -> None:
+    topo = topology(names)
+    comparison = next(b for b in topo.buckets if b.name == names.bucket(BUCKET_COMPARISON))
+    assert comparison.ttl_s > 0
+    await provision(bus, topo)
+    kv = await bus.js.key_value(comparison.name)
+    assert (await kv.status()).ttl == pytest.approx(comparison.ttl_s)
+    await kv.put("kept", b"1")
+    # A deployment made before the TTL existed: the bucket is brought to the declaration.
+    older = msgspec.structs.replace(
+        topo,
+        buckets=[msgspec.structs.replace(b, ttl_s=0.0, history=3) for b in topo.buckets],
+    )
+    await provision(bus, older)
+    assert (await kv.status()).ttl in (None, 0) and (await kv.status()).history == 3
+    await provision(bus, topo)
+    status = await kv.status()
+    assert status.ttl == pytest.approx(comparison.ttl_s) and status.history == 1
+    assert (await kv.get("kept")).value == b"1", "updating the bucket lost its keys"

@@ -12,10 +12,10 @@ import json
 
 import nats.errors
 import nats.js.errors
-from nats.js import api
+from nats.js import JetStreamContext, api
 
 from contracts import Topology, topology
-from contracts.subjects import ConsumerSpec, StreamSpec
+from contracts.subjects import BucketSpec, ConsumerSpec, StreamSpec
 
 from ._bus import Bus
 from ._errors import ProvisionError
@@ -143,6 +143,36 @@ async def apply_ack_wait(bus: Bus, spec: ConsumerSpec, ack_wait_s: float | None)
     return float(info.config.ack_wait or spec.ack_wait_s)
 
 
+async def _bucket(js: JetStreamContext, b: BucketSpec) -> None:
+    """Create the KV bucket ``b``, or bring an existing one's history, TTL and description to
+    the declaration (its keys stay)."""
+    try:
+        await js.create_key_value(
+            api.KeyValueConfig(
+                bucket=b.name,
+                history=b.history,
+                description=b.description or None,
+                ttl=b.ttl_s or None,
+            )
+        )
+        return
+    except nats.js.errors.BadRequestError:
+        pass  # it exists with another configuration: update it below
+    info = await js.stream_info(f"KV_{b.name}")
+    cfg = info.config
+    want_age = b.ttl_s or None
+    if (cfg.max_msgs_per_subject, cfg.max_age or None, cfg.description or None) != (
+        b.history,
+        want_age,
+        b.description or None,
+    ):
+        cfg.max_msgs_per_subject = b.history
+        cfg.max_age = want_age
+        cfg.description = b.description or None
+        await js.update_stream(cfg)
+        get_logger().info("kv.bucket_updated", bucket=b.name, history=b.history, ttl_s=b.ttl_s)
+
+
 async def provision(bus: Bus, topo: Topology | None = None) -> Topology:
     """Create or update every stream, durable consumer, KV bucket and object store of ``topo``
     (the stack's topology under ``bus.names`` by default). Safe to call from every service at
@@ -177,11 +207,7 @@ async def provision(bus: Bus, topo: Topology | None = None) -> Topology:
                         f"declared {c.filter_subject!r}: delete it to re-create"
                     ) from None
         for b in topo.buckets:
-            await js.create_key_value(
-                api.KeyValueConfig(
-                    bucket=b.name, history=b.history, description=b.description or None
-                )
-            )
+            await _bucket(js, b)
         for o in topo.object_stores:
             try:
                 await js.object_store(o.name)
