@@ -61,11 +61,14 @@ async def run_campaign(
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("{task.fields[phase]} | verdicts {task.fields[verdicts]}"),
+            TextColumn(
+                "{task.fields[phase]} | verdicts {task.fields[verdicts]}"
+                " | pointer moves {task.fields[moves]}"
+            ),
             console=console,
         ) as progress:
             bar = progress.add_task(
-                "episodes compared", total=per_epoch * spec.epochs, phase="", verdicts="-"
+                "episodes compared", total=per_epoch * spec.epochs, phase="", verdicts="-", moves=0
             )
 
             def refresh() -> None:
@@ -74,6 +77,7 @@ async def run_campaign(
                     completed=len(compared),
                     phase=state["phase"],
                     verdicts=state["verdicts"] or "-",
+                    moves=state["moves"],
                 )
 
             async with asyncio.timeout(timeout_s):
