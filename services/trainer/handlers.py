@@ -99,6 +99,8 @@ class Trainer:
                         msgs = await psub.fetch(256, timeout=1.0)
                     except nats.errors.TimeoutError:
                         break  # nothing more after the start time
+                    if not msgs:
+                        break  # an empty batch (a status reply): nothing more either
                     done = False
                     for m in msgs:
                         if m.metadata.sequence.stream > last:
