@@ -280,8 +280,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = asyncio.run(_checkpoints(args))
         elif args.command == "demo":
             from .demo import run_demo
+            from .embedded import StackError
 
-            code = run_demo(args)
+            try:
+                code = run_demo(args)
+            except (StackError, TimeoutError) as exc:
+                raise CliError(f"{exc} (service logs: {args.data_dir}/services.log)") from exc
         else:  # pragma: no cover - argparse rejects unknown commands
             parser.error(f"unknown command {args.command}")
     except (PlanError, ValueError) as exc:
