@@ -292,6 +292,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.exit(2, f"aios-rl {args.command}: error: {exc}\n")
     except (CliError, BusError, NatsServerError) as exc:
         parser.exit(1, f"aios-rl {args.command}: error: {exc}\n")
+    except KeyboardInterrupt:  # the embedded stack, if any, was stopped on the way out
+        parser.exit(130, f"aios-rl {args.command}: interrupted\n")
     sys.exit(code)
 
 
