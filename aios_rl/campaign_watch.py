@@ -4,11 +4,19 @@ the phase, verdicts and pointer moves as the campaign events report them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from contracts import CampaignEvent, CampaignSpec, CampaignStatus, Episode, StartCampaign
+from contracts import (
+    CampaignEvent,
+    CampaignSpec,
+    CampaignStatus,
+    Episode,
+    StartCampaign,
+    StopCampaign,
+)
 
 from .bus import Bus
 
@@ -89,6 +97,21 @@ async def run_campaign(
                     except TimeoutError:
                         continue
             refresh()
+    except asyncio.CancelledError:
+        # Ctrl-C: leave no campaign running behind (a persistent stack would resume it at its
+        # next start). The stop is recorded at once; the campaign halts at a phase boundary.
+        with contextlib.suppress(Exception):
+            await bus.request(
+                bus.names.campaign_cmd("stop"),
+                StopCampaign(campaign_id=spec.campaign_id, reason="interrupted"),
+                CampaignStatus,
+                timeout=5,
+            )
+            console.print(
+                f"campaign {spec.campaign_id} stopped; run the same command with "
+                f"--campaign-id {spec.campaign_id} to resume it"
+            )
+        raise
     finally:
         for sub in subs:
             await sub.unsubscribe()
