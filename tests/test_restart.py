@@ -1,10 +1,10 @@
-"""Restart safety of the whole stack: ``aios-rl up`` runs every service as a process; the
-campaign is SIGKILLed mid-collect, the orchestrator runner mid-collect with jobs in hand and the
-trainer mid-update; the supervisor restarts them and the campaign ends with every scheduled
-episode in the ledger, each counted once.
+"""Restart safety of the whole stack: ``aios-rl up`` runs every service as a process; in a
+campaign over the shell and orchestrator environments the campaign is SIGKILLed mid-collect, the
+shell runner mid-episode (jobs in hand) and the trainer mid-update; the supervisor restarts them
+and the campaign ends with every scheduled episode in the ledger, each counted once.
 
 The runner's jobs come back after its ack wait, set short for this stack (``AIOS_ACK_WAIT_S``)
-instead of the contract's 120 s, and kept by the campaign's restart (which provisions again)."""
+instead of the contract's 300 s, and kept by the campaign's restart (which provisions again)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ import pytest
 from aios_rl.bus import Bus, connect
 from aios_rl.discovery import discover
 from aios_rl.envs.orchestrator import generate
+from aios_rl.envs.shell.episode import SUBMIT
+from aios_rl.envs.shell.generate import generate as generate_shell
+from aios_rl.envs.shell.store import TaskStore
+from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.envs.store import put_tasks
 from aios_rl.ledger import Ledger
 from aios_rl.natsd import free_port
@@ -35,7 +39,7 @@ from contracts import (
 )
 from contracts.subjects import STREAM_ROLLOUTS
 
-RUNNER = "orchestrator-runner"
+RUNNER = "shell-runner"
 RUNNER_ACK_WAIT_S = 5.0
 """The runner's ack wait in this stack: jobs a killed runner held come back after it."""
 
@@ -66,9 +70,6 @@ async def test_killing_campaign_runner_and_trainer_mid_epoch_loses_and_duplicate
         "AIOS_TRAIN_TIMEOUT_S": "20",
         "AIOS_TRAIN_RETRY_S": "1",
         "AIOS_ACK_WAIT_S": str(RUNNER_ACK_WAIT_S),  # read by the runner only
-        # The sampler answers a batch after 0.3 s: the runner holds its jobs that long, so a kill
-        # on a request it sent lands with jobs in hand (read by the sampler only).
-        "AIOS_MAX_WAIT_MS": "300",
     }
     env.pop("NATS_URL", None)
     env.pop("AIOS_NAMESPACE", None)
@@ -89,7 +90,7 @@ async def test_killing_campaign_runner_and_trainer_mid_epoch_loses_and_duplicate
     url = f"nats://127.0.0.1:{port}"
     spec = CampaignSpec(
         campaign_id="restart",
-        environments={"orchestrator": 1.0},
+        environments={"orchestrator": 0.5, "shell": 0.5},
         tasks_per_epoch=8,
         group_size=4,
         epochs=3,
@@ -105,6 +106,10 @@ async def test_killing_campaign_runner_and_trainer_mid_epoch_loses_and_duplicate
                 }:
                     pass  # each discovery round waits for replies
             await put_tasks(bus, "orchestrator", "train", generate(40))
+            shell_tasks = await asyncio.to_thread(
+                generate_shell, 12, 0, "train", cache=RunCache(default_cache_dir())
+            )
+            await TaskStore(bus).put_all(shell_tasks)
             runner_pid = await _pid(bus, RUNNER)
             killed: list[str] = []
             finished = asyncio.Event()
@@ -115,9 +120,12 @@ async def test_killing_campaign_runner_and_trainer_mid_epoch_loses_and_duplicate
             at_kill: dict[str, float] = {}
 
             async def on_act(msg, raw) -> None:
-                # The runner sent this request for a job it holds, unacked until the answer.
+                # The shell runner sent this request (its steps offer ``submit``) for a job it
+                # holds, unacked until the episode ends.
                 if not isinstance(msg, ActRequest) or not collecting_1.is_set() or RUNNER in killed:
                     return
+                if SUBMIT not in msg.candidates:
+                    return  # the orchestrator runner's
                 os.kill(runner_pid, signal.SIGKILL)
                 killed.append(RUNNER)
                 at_kill["at"] = time.monotonic()
@@ -191,7 +199,7 @@ async def test_killing_campaign_runner_and_trainer_mid_epoch_loses_and_duplicate
     # Killed with jobs in hand, under the stack's ack wait (the campaign's restart kept it).
     assert at_kill["held"] >= 1, at_kill
     assert at_kill["ack_wait_s"] == RUNNER_ACK_WAIT_S, at_kill
-    # The epoch waited for them: they were delivered at most a batch (0.3 s) before the kill.
+    # The epoch waited for them: redelivered only after the ack wait.
     assert at_kill["collected"] - at_kill["at"] >= RUNNER_ACK_WAIT_S - 1, at_kill
     assert [r.epoch for r in records] == [0, 1, 2]
     for r in records:
