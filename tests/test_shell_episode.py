@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from aios_rl.envs.shell.episode import (
@@ -304,3 +305,12 @@ def test_real_code_tasks_run_in_the_sandbox(sandbox: Sandbox) -> None:
         assert result.outcome == "success", (task.family, result)
         result, _ = play(task, sandbox, [SUBMIT])
         assert result.outcome == "failure" and result.failing_after == sorted(task.failing_tests)
+
+
+def test_a_task_that_cannot_be_laid_out_leaves_nothing(sandbox: Sandbox, tmp_path: Path) -> None:
+    task = calc_task()
+    bad = msgspec.structs.replace(task, files={**task.files, "../escape.py": "x = 1\n"})
+    with pytest.raises(UnsafePath):
+        ShellEpisode(bad, sandbox, work_root=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    assert not (tmp_path.parent / "escape.py").exists()

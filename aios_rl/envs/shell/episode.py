@@ -361,7 +361,11 @@ class ShellEpisode:
         self._greps = _grep_names(task, self.config.max_greps)
         self._regions = _show_regions(task, self.config.show_context)
         self._edits = {e.label: e for e in task.candidate_edits}
-        materialise(self.workdir, dict(task.files))
+        try:
+            materialise(self.workdir, dict(task.files))
+        except BaseException:
+            self.close()  # a task that cannot be laid out leaves no directory behind
+            raise
         self.last_action = ""
         self.last_output = ""
         self.tests_state = "not run"
