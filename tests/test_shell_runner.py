@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -20,6 +23,7 @@ from aios_rl.envs.shell.store import TaskStore
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir, task_id_of
 from contracts import ActRequest, ActResponse, Episode, Names, RolloutJob, ShellTask
 from contracts.subjects import STREAM_ROLLOUTS
+from services.shell_runner.handlers import work_root
 from services.shell_runner.main import build
 from services.shell_runner.settings import ShellRunnerSettings
 
@@ -212,3 +216,14 @@ async def test_jobs_that_cannot_run_are_blocked_and_the_runner_goes_on(
     assert got["ep-3"].info["error"].startswith("environment: UnsafePath")
     assert got["ep-1"].outcome == "blocked" and got["ep-1"].info["ended"] == "limit"
     assert got["ep-2"].outcome == "success"
+
+
+def test_a_runner_removes_the_task_dirs_of_dead_runners(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # reaped: its pid names no process now
+    (tmp_path / str(dead.pid) / "aios-shell-ep-x").mkdir(parents=True)
+    (tmp_path / "1").mkdir()  # init: alive
+    (tmp_path / "notes").mkdir()
+    mine = work_root(str(tmp_path))
+    assert mine == tmp_path / str(os.getpid()) and mine.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["1", "notes", str(os.getpid())])

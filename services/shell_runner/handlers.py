@@ -9,8 +9,12 @@ only after ``episode.completed.shell`` is published (the kit acks when the handl
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import time
 from collections import OrderedDict
+from pathlib import Path
 
 from aios_rl.bus import Bus, NoResponders, RemoteError, RequestTimeout, get_logger
 from aios_rl.envs.runner import completed_episode, publish_completed
@@ -26,6 +30,25 @@ from contracts import (
 )
 
 from .settings import ShellRunnerSettings
+
+
+def work_root(base: str) -> Path:
+    """This process's folder for task directories under ``base`` (default
+    ``$TMPDIR/aios-shell-runner``), after removing the folders of runner processes that are gone."""
+    root = Path(base) if base else Path(tempfile.gettempdir()) / "aios-shell-runner"
+    root.mkdir(parents=True, exist_ok=True)
+    for entry in root.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            os.kill(int(entry.name), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except PermissionError:
+            pass  # a live process of another user
+    mine = root / str(os.getpid())
+    mine.mkdir(exist_ok=True)
+    return mine
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -44,6 +67,7 @@ class Runner:
             observation_chars=settings.observation_chars,
             allow_free_text=settings.allow_free_text,
         )
+        self.work_root = work_root(settings.work_dir)
         self.tasks: OrderedDict[str, ShellTask] = OrderedDict()
         self.episodes = 0
         self.outcomes: dict[str, int] = {}
@@ -83,6 +107,7 @@ class Runner:
                 config=self.config,
                 seed=job.seed,
                 max_steps=max_steps,
+                work_root=self.work_root,
             )
             try:
                 while not env.done:

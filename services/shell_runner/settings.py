@@ -31,6 +31,10 @@ class ShellRunnerSettings(RunnerSettings):
     """Run actions that are not candidates as shell commands (students that write text)."""
     task_cache: int = 512
     """Tasks kept decoded in memory."""
+    work_dir: str = ""
+    """Where episodes' task directories go (default ``$TMPDIR/aios-shell-runner``): one folder
+    per runner process; at start a runner removes the folders of processes that are gone (a
+    killed runner cannot clean up after itself)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
