@@ -4,12 +4,19 @@ that episode is published (durably, de-duplicated, before the job is acked)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from aios_rl.bus import Bus, ServiceSettings
+from aios_rl.bus import Bus, Service, ServiceSettings
 from contracts import Episode, Outcome, RolloutJob, Timings, TrajectoryStep
 
-__all__ = ["RunnerSettings", "completed_episode", "publish_completed"]
+__all__ = [
+    "RunnerSettings",
+    "completed_episode",
+    "publish_completed",
+    "publish_episode",
+    "runner_service",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,3 +83,59 @@ async def publish_completed(bus: Bus, ep: Episode) -> None:
     await bus.publish_durable(
         bus.names.episode("completed", ep.environment), ep, msg_id=f"{ep.episode_id}:completed"
     )
+
+
+async def publish_episode(
+    bus: Bus,
+    job: RolloutJob,
+    *,
+    checkpoint: str,
+    trajectory: list[TrajectoryStep],
+    outcome: Outcome,
+    reward: float,
+    info: dict[str, str],
+    started: float,
+) -> Episode:
+    """:func:`completed_episode`, then :func:`publish_completed`: what a runner does last, before
+    the kit acks the job. Returns the episode."""
+    ep = completed_episode(
+        job,
+        checkpoint=checkpoint,
+        trajectory=trajectory,
+        outcome=outcome,
+        reward=reward,
+        info=info,
+        started=started,
+    )
+    await publish_completed(bus, ep)
+    return ep
+
+
+def runner_service(
+    bus: Bus,
+    settings: RunnerSettings,
+    *,
+    name: str,
+    version: str,
+    description: str,
+    run: Callable[[RolloutJob], Awaitable[None]],
+    stats: Callable[[], dict[str, float]],
+) -> Service:
+    """A runner's service: the shared durable consumer ``name`` (as declared in the topology) fed
+    to ``run`` with the settings' concurrency and ack wait, and ``stats`` on the stats endpoint."""
+    svc = Service(
+        bus,
+        name=name,
+        version=version,
+        shutdown_grace_s=settings.shutdown_grace_s,
+        description=description,
+    )
+    svc.consume(
+        name,
+        RolloutJob,
+        run,
+        concurrency=settings.concurrency,
+        ack_wait_s=settings.ack_wait_s or None,
+    )
+    svc.stats(stats)
+    return svc

@@ -9,7 +9,7 @@ import time
 
 from aios_rl.bus import Bus, RemoteError, get_logger
 from aios_rl.envs.orchestrator import outcome_of
-from aios_rl.envs.runner import completed_episode, publish_completed
+from aios_rl.envs.runner import publish_episode
 from aios_rl.envs.store import TaskNotFound, get_task
 from contracts import (
     ActRequest,
@@ -82,7 +82,8 @@ class Runner:
         except TaskNotFound as exc:
             log.warning("episode_blocked", error=str(exc))
             outcome, reward, info = "blocked", 0.0, {"error": str(exc)[:500]}
-        ep = completed_episode(
+        await publish_episode(  # the kit acks the job when this handler returns
+            self.bus,
             job,
             checkpoint=checkpoint,
             trajectory=steps,
@@ -91,5 +92,4 @@ class Runner:
             info=info,
             started=started,
         )
-        await publish_completed(self.bus, ep)  # the kit acks when the handler returns
         self.episodes += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from contracts import RolloutJob
+from aios_rl.envs.runner import runner_service
 
 from . import __version__
 from .handlers import Runner
@@ -14,22 +14,17 @@ from .settings import OrchestratorRunnerSettings
 
 def build(bus: Bus, settings: OrchestratorRunnerSettings) -> tuple[Service, Runner]:
     runner = Runner(bus, settings)
-    svc = Service(
+    svc = runner_service(
         bus,
+        settings,
         name="orchestrator-runner",
         version=__version__,
-        shutdown_grace_s=settings.shutdown_grace_s,
         description="Runs orchestrator decision episodes (dispatch, preflight, clarity).",
-    )
-    svc.consume(
-        "orchestrator-runner",
-        RolloutJob,
-        runner.run,
-        concurrency=settings.concurrency,
-        ack_wait_s=settings.ack_wait_s or None,
-    )
-    svc.stats(
-        lambda: {"episodes": float(runner.episodes), "tasks_cached": float(len(runner.tasks))}
+        run=runner.run,
+        stats=lambda: {
+            "episodes": float(runner.episodes),
+            "tasks_cached": float(len(runner.tasks)),
+        },
     )
     return svc, runner
 

@@ -16,8 +16,10 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
+import msgspec
+
 from aios_rl.bus import Bus, NoResponders, RemoteError, RequestTimeout, get_logger
-from aios_rl.envs.runner import completed_episode, publish_completed
+from aios_rl.envs.runner import publish_episode
 from aios_rl.envs.shell.episode import EpisodeResult, ShellEnvConfig, ShellEpisode
 from aios_rl.envs.shell.sandbox import Executor
 from aios_rl.envs.shell.store import TaskStore, TaskStoreError, TaskStoreUnavailableError
@@ -173,10 +175,11 @@ class Runner:
             info.update(result.info())
             outcome, reward = result.outcome, result.reward
             if steps:
-                steps[-1] = _with_reward(steps[-1], reward)
+                steps[-1] = msgspec.structs.replace(steps[-1], step_reward=reward)
         else:
             outcome, reward = "blocked", 0.0
-        ep = completed_episode(
+        await publish_episode(  # the kit acks the job when this handler returns
+            self.bus,
             job,
             checkpoint=checkpoint,
             trajectory=steps,
@@ -185,13 +188,6 @@ class Runner:
             info=info,
             started=started,
         )
-        await publish_completed(self.bus, ep)  # the kit acks when the handler returns
         self.episodes += 1
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         log.info("shell_episode", outcome=outcome, reward=reward, steps=len(steps))
-
-
-def _with_reward(step: TrajectoryStep, reward: float) -> TrajectoryStep:
-    import msgspec
-
-    return msgspec.structs.replace(step, step_reward=reward)

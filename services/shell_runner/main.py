@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
+from aios_rl.envs.runner import runner_service
 from aios_rl.envs.shell.sandbox import Executor, SandboxConfig, policy_executor
-from contracts import RolloutJob
 
 from . import __version__
 from .handlers import Runner
@@ -29,26 +29,18 @@ def build(
     bus: Bus, settings: ShellRunnerSettings, executor: Executor | None = None
 ) -> tuple[Service, Runner]:
     runner = Runner(bus, settings, executor or executor_for(settings))
-    svc = Service(
+    svc = runner_service(
         bus,
+        settings,
         name="shell-runner",
         version=__version__,
-        shutdown_grace_s=settings.shutdown_grace_s,
         description="Runs shell bug-fix episodes in the sandbox.",
-    )
-    svc.consume(
-        "shell-runner",
-        RolloutJob,
-        runner.run,
-        concurrency=settings.concurrency,
-        ack_wait_s=settings.ack_wait_s or None,
-    )
-    svc.stats(
-        lambda: {
+        run=runner.run,
+        stats=lambda: {
             "episodes": float(runner.episodes),
             "tasks_cached": float(len(runner.tasks)),
             **{f"outcome_{k}": float(v) for k, v in runner.outcomes.items()},
-        }
+        },
     )
     return svc, runner
 
