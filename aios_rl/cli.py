@@ -507,7 +507,7 @@ async def _campaign(args: argparse.Namespace) -> int:
 async def _checkpoints(args: argparse.Namespace) -> int:
     from contracts import Names
 
-    from .checkpoints import CheckpointRegistry, render_tree
+    from .state.checkpoints import CheckpointRegistry, render_tree
 
     async with connect(
         _url(args), name="aios-rl-checkpoints", names=Names(args.namespace), connect_deadline=3.0

@@ -21,10 +21,10 @@ from pathlib import Path
 from contracts import Names
 
 from .bus import Bus, ConnectError, connect, provision
-from .checkpoints import CheckpointRegistry
 from .discovery import discover
 from .natsd import NatsServer
 from .stack import SERVICES
+from .state.checkpoints import CheckpointRegistry
 from .supervisor import Supervisor, plan
 
 __all__ = ["StackError", "active_checkpoint", "stack", "wait_for_services"]

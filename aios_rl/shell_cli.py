@@ -24,14 +24,14 @@ from contracts import CampaignSpec, Episode, TrainerSettings
 
 from .bus import Bus
 from .campaign_watch import run_campaign
-from .checkpoints import CheckpointRegistry, UnknownCheckpointError
 from .embedded import StackError, active_checkpoint, stack
 from .envs.shell.generate import generate
 from .envs.shell.store import TaskStore
 from .envs.shell.verify import RunCache, default_cache_dir
 from .evaluation import EvalSummary, run_eval, summarize
-from .ledger import Ledger
 from .report import epoch_table
+from .state.checkpoints import CheckpointRegistry, UnknownCheckpointError
+from .state.ledger import Ledger
 
 __all__ = [
     "ensure_tasks",

@@ -360,7 +360,7 @@ async def stack_with_checkpoint(
     """A connection to ``server`` under a fresh namespace with the stack's topology provisioned,
     and one tiny student checkpoint (seed 0) stored through the registry and made ``active``.
     Yields the bus, the checkpoint's weights and its id."""
-    from aios_rl.checkpoints import CheckpointRegistry
+    from aios_rl.state.checkpoints import CheckpointRegistry
     from aios_rl.student import new_student
 
     names = Names(f"bench{uuid.uuid4().hex[:10]}")

@@ -56,7 +56,7 @@ import torch
 from rich.console import Console
 
 from aios_rl.bus import Bus
-from aios_rl.checkpoints import CheckpointRegistry, checkpoint_id_of
+from aios_rl.state.checkpoints import CheckpointRegistry, checkpoint_id_of
 from aios_rl.student import load_student
 from aios_rl.student.toytask import ToyTask
 from aios_rl.student.train import UpdateConfig, build_batch, update

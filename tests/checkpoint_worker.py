@@ -13,7 +13,7 @@ import json
 import sys
 
 from aios_rl.bus import configure_logging, connect
-from aios_rl.checkpoints import CheckpointRegistry, RegistryError
+from aios_rl.state.checkpoints import CheckpointRegistry, RegistryError
 from contracts import Names
 
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from aios_rl.bus import Bus
-from aios_rl.checkpoints import CheckpointRegistry
-from aios_rl.ledger import Ledger
+from aios_rl.state.checkpoints import CheckpointRegistry
+from aios_rl.state.ledger import Ledger
 from aios_rl.student import new_student
 from aios_rl.student.toytask import COLOURS, ToyTask
 from aios_rl.student.train import UpdateConfig, build_batch, update

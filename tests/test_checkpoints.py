@@ -20,9 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aios_rl import _kv
 from aios_rl.bus import Bus, connect, provision
-from aios_rl.checkpoints import (
+from aios_rl.natsd import NatsServer, free_port
+from aios_rl.state import _kv
+from aios_rl.state.checkpoints import (
     CheckpointRegistry,
     CorruptCheckpointError,
     EventNotPublishedError,
@@ -35,8 +36,7 @@ from aios_rl.checkpoints import (
     checkpoint_id_of,
     render_tree,
 )
-from aios_rl.lineage import POINTER_NAMES, plan_advance, plan_promote, plan_rollback
-from aios_rl.natsd import NatsServer, free_port
+from aios_rl.state.lineage import POINTER_NAMES, plan_advance, plan_promote, plan_rollback
 from contracts import CheckpointEvent, CheckpointMeta, CheckpointPointers, Names, decode
 from contracts.subjects import BUCKET_CHECKPOINTS, OBJECTS_WEIGHTS, STREAM_EVENTS
 from tests.support import next_item, stored

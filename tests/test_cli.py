@@ -246,7 +246,7 @@ async def test_shell_train_then_eval_share_the_embedded_stack(tmp_path: Path) ->
 async def test_checkpoints_prints_pointers_and_lineage(
     bus: Bus, nats_url: str, names: Names
 ) -> None:
-    from aios_rl.checkpoints import CheckpointRegistry
+    from aios_rl.state.checkpoints import CheckpointRegistry
 
     reg = CheckpointRegistry(bus)
     root = await reg.store(b"weights-0", parent_id=None, created_by="init", algorithm="init")

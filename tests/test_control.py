@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from aios_rl.bus import Bus, connect
-from aios_rl.control import (
+from aios_rl.state.control import (
     ControlNotFoundError,
     ControlStore,
     CorruptControlError,
@@ -191,7 +191,7 @@ async def test_a_value_that_is_not_a_snapshot_raises(
 
 
 async def test_all_lists_the_newest_snapshot_of_every_key_of_an_owner(bus) -> None:
-    from aios_rl.control import ControlStore
+    from aios_rl.state.control import ControlStore
     from contracts import GatewaySettings, Names, RailState
 
     store = ControlStore(bus)

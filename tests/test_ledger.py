@@ -6,9 +6,9 @@ import msgspec
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from aios_rl import _kv
 from aios_rl.bus import Bus
-from aios_rl.ledger import EVENT_KINDS, CorruptLedgerError, Ledger
+from aios_rl.state import _kv
+from aios_rl.state.ledger import EVENT_KINDS, CorruptLedgerError, Ledger
 from contracts import CampaignEvent, EnvEpochStats, EpochRecord, Names, PointerMove, decode
 from contracts.subjects import BUCKET_LEDGER, MSG_ID_HEADER, STREAM_EVENTS
 

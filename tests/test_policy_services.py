@@ -12,7 +12,7 @@ import time
 import pytest
 
 from aios_rl.bus import Bus, RemoteError
-from aios_rl.checkpoints import CheckpointRegistry
+from aios_rl.state.checkpoints import CheckpointRegistry
 from aios_rl.student.toytask import ToyTask
 from contracts import (
     ActRequest,

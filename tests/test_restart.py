@@ -25,9 +25,9 @@ from aios_rl.envs.shell.generate import generate as generate_shell
 from aios_rl.envs.shell.store import TaskStore
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.envs.store import put_tasks
-from aios_rl.ledger import Ledger
 from aios_rl.natsd import free_port
 from aios_rl.stack import SERVICES
+from aios_rl.state.ledger import Ledger
 from contracts import (
     ActRequest,
     CampaignEvent,

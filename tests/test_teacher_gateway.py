@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from aios_rl.bus import Bus, Service
-from aios_rl.control import ControlStore
+from aios_rl.state.control import ControlStore
 from contracts import (
     CampaignSpec,
     CampaignState,

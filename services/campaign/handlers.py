@@ -16,9 +16,9 @@ import nats.js.errors
 from nats.micro.service import ServiceError
 
 from aios_rl.bus import Bus, BusError, NoResponders, RemoteError, RequestTimeout, get_logger
-from aios_rl.checkpoints import CheckpointRegistry, InvalidMoveError, StalePointersError
-from aios_rl.control import ControlStore
-from aios_rl.ledger import Ledger
+from aios_rl.state.checkpoints import CheckpointRegistry, InvalidMoveError, StalePointersError
+from aios_rl.state.control import ControlStore
+from aios_rl.state.ledger import Ledger
 from contracts import (
     CampaignState,
     CampaignStatus,

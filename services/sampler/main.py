@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from aios_rl.checkpoints import CheckpointRegistry
+from aios_rl.state.checkpoints import CheckpointRegistry
 from contracts import ActRequest
 
 from . import __version__

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from aios_rl.bus import Bus, NoResponders, RemoteError, RequestTimeout, get_logger
-from aios_rl.control import ControlStore
+from aios_rl.state.control import ControlStore
 from contracts import (
     ControlSnapshot,
     DecodeError,

@@ -8,8 +8,8 @@ import msgspec
 import nats.js.errors
 from nats.micro.service import ServiceError
 
-from aios_rl._objects import ObjectReadError, read_object
 from aios_rl.bus import Bus, PermanentError, get_logger
+from aios_rl.state._objects import ObjectReadError, read_object
 from contracts import Names, ShellTask, TeacherRequest, TeacherSignal
 from contracts.subjects import OBJECTS_TASKS
 

@@ -12,7 +12,7 @@ from nats.js import api
 from nats.micro.service import ServiceError
 
 from aios_rl.bus import Bus, BusError, PermanentError, get_logger
-from aios_rl.checkpoints import (
+from aios_rl.state.checkpoints import (
     CheckpointRegistry,
     RegistryError,
     StalePointersError,

@@ -27,7 +27,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 
-from .bus import Bus
+from aios_rl.bus import Bus
 
 __all__ = ["KvEntry", "KvWatch", "family", "latest", "read"]
 

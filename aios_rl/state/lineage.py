@@ -1,6 +1,6 @@
 """Checkpoint lineage, pure: the three pointer moves, the registry's errors, the tree drawing.
 
-No NATS here; :mod:`aios_rl.checkpoints` applies these rules with one compare-and-set each.
+No NATS here; :mod:`aios_rl.state.checkpoints` applies these rules with one compare-and-set each.
 
 The rules (ARCHITECTURE.md, "Checkpoint lineage"):
 

@@ -23,11 +23,11 @@ import nats.errors
 import nats.js.errors
 from nats.js.kv import KeyValue
 
+from aios_rl.bus import Bus
 from contracts import ControlSnapshot, ControlState, Names
 from contracts.subjects import BUCKET_CONTROL
 
 from . import _kv
-from .bus import Bus
 
 __all__ = [
     "ControlContentionError",
@@ -223,5 +223,5 @@ class ControlStore:
                 async for snapshot in updates:
                     ...
 
-        Re-creates its KV consumer after a reconnect (see :class:`aios_rl._kv.KvWatch`)."""
+        Re-creates its KV consumer after a reconnect (see :class:`aios_rl.state._kv.KvWatch`)."""
         return _kv.KvWatch(self._bus, self._bucket, key, _decode, check_every=check_every)

@@ -21,11 +21,11 @@ import msgspec
 import nats.errors
 from nats.js.kv import KeyValue
 
+from aios_rl.bus import Bus, BusError
 from contracts import CampaignEvent, EpochRecord, Names
 from contracts.subjects import BUCKET_LEDGER
 
 from . import _kv
-from .bus import Bus, BusError
 
 __all__ = ["EVENT_KINDS", "CorruptLedgerError", "Ledger", "LedgerError", "LedgerUnavailableError"]
 

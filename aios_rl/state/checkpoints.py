@@ -4,7 +4,7 @@ lineage pointers in KV ``checkpoints``, every pointer move one compare-and-set.
 A checkpoint's id is its content address: the first 16 hex digits of the sha256 of its weights.
 Weights only ever travel through the Object Store (never a KV value or a message); KV holds
 ``meta.<id>`` (a :class:`~contracts.CheckpointMeta`) and ``pointers`` (the
-:class:`~contracts.CheckpointPointers`). The move rules are in :mod:`aios_rl.lineage`.
+:class:`~contracts.CheckpointPointers`). The move rules are in :mod:`aios_rl.state.lineage`.
 
 **The race rule.** Every move (:meth:`CheckpointRegistry.advance`, ``rollback``, ``promote``,
 ``init``) reads the pointers, plans the move on them (pure), and writes the result with one
@@ -34,7 +34,7 @@ successful compare-and-set the move publishes a :class:`~contracts.CheckpointEve
 
 **Watching.** :meth:`CheckpointRegistry.watch` yields the pointers now, then after every move.
 It is a KV watch (an ordered push consumer); those can stall silently after a server restart,
-so it re-creates its consumer after every reconnect (see :class:`aios_rl._kv.KvWatch`).
+so it re-creates its consumer after every reconnect (see :class:`aios_rl.state._kv.KvWatch`).
 """
 
 from __future__ import annotations
@@ -54,12 +54,12 @@ import nats.js.errors
 from nats.js.kv import KeyValue
 from nats.js.object_store import ObjectStore
 
+from aios_rl.bus import Bus, BusError
 from contracts import Algorithm, CheckpointEvent, CheckpointMeta, CheckpointPointers, Names
 from contracts.subjects import BUCKET_CHECKPOINTS, OBJECTS_WEIGHTS
 
 from . import _kv
 from ._objects import ObjectReadError, read_object
-from .bus import Bus, BusError
 from .lineage import (
     CorruptCheckpointError,
     EventNotPublishedError,
