@@ -26,13 +26,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
 from contracts import ShellTask
 
 from . import mutations
+from ._common import GenerationError, Progress, deal
 from .assemble import (
     assemble,
     candidate_edits,
@@ -42,6 +43,7 @@ from .assemble import (
 )
 from .families import FAMILIES, VARIANTS, Rendered, render
 from .mutations import Mutant, MutationError, Site
+from .realcode import generate_real
 from .verify import (
     Job,
     RunCache,
@@ -65,7 +67,6 @@ __all__ = [
 ]
 
 Split = Literal["train", "heldout", "real"]
-T = TypeVar("T")
 
 TEST_COMMAND = ["{python}", "-B", "-S", "-m", "unittest", "-q"]
 """``-B``: no bytecode cache, so an edit the same size as the code it replaces, made within the
@@ -80,12 +81,6 @@ MIN_TIMEOUT_S = 2.0
 forever cost this much each)."""
 
 MAX_TIMEOUT_S = 30.0
-
-Progress = Callable[[str], None]
-
-
-class GenerationError(RuntimeError):
-    """Not enough candidates passed verification, or an original module fails its own tests."""
 
 
 def split_of(family: str, operator: str, variant: int) -> Literal["train", "heldout"]:
@@ -129,14 +124,6 @@ def candidates(split: Literal["train", "heldout"], seed: int) -> list[Candidate]
         rng.shuffle(groups[key])
     rng.shuffle(keys)
     return list(deal([groups[k] for k in keys]))
-
-
-def deal(groups: Sequence[Sequence[T]]) -> Iterator[T]:
-    """One from each group per round, until every group is exhausted."""
-    for round_ in range(max((len(g) for g in groups), default=0)):
-        for group in groups:
-            if round_ < len(group):
-                yield group[round_]
 
 
 @dataclass
@@ -293,8 +280,6 @@ def generate(
     ``GenerationError`` when the split has fewer than ``count`` candidates that verify, or an
     original module fails its own tests."""
     if split == "real":
-        from .realcode import generate_real
-
         return generate_real(
             count,
             seed,

@@ -49,8 +49,8 @@ from pathlib import Path
 from contracts import ShellTask
 
 from . import mutations
+from ._common import GenerationError, Progress, deal
 from .assemble import assemble, candidate_edits, failure_reasons, pointed_functions, statement
-from .generate import GenerationError, Progress, deal
 from .mutations import Mutant, MutationError, Site
 from .verify import (
     Job,
