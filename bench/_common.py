@@ -42,7 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aios_rl.bus import Bus, configure_logging, connect, provision
-from aios_rl.natsd import NatsServer
+from aios_rl.stack.natsd import NatsServer
 from contracts import Names
 
 __all__ = [
@@ -155,7 +155,7 @@ def _package_version(dist: str) -> str:
 
 
 def _nats_server_version() -> str:
-    from aios_rl.natsd import NatsServerError, find_nats_server
+    from aios_rl.stack.natsd import NatsServerError, find_nats_server
 
     try:
         out = subprocess.run(

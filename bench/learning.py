@@ -42,11 +42,11 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from aios_rl.cli.evaluation import wilson
 from aios_rl.envs.shell.episode import EpisodeResult, ShellEpisode
 from aios_rl.envs.shell.generate import generate
 from aios_rl.envs.shell.sandbox import Executor, policy_executor
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
-from aios_rl.evaluation import wilson
 from aios_rl.student import load_student, new_student
 from aios_rl.student.base import Decision, Regime, StudentBackend
 from aios_rl.student.train import build_batch, update

@@ -3,9 +3,9 @@ batching OFF, in one run, on an embedded nats-server and the real sampler servic
 
 What runs:
 
-- an embedded ``nats-server -js`` (``aios_rl.natsd``), the stack's topology provisioned under a
-  fresh namespace, and one tiny student checkpoint stored through ``CheckpointRegistry`` and made
-  ``active`` before any sampler starts;
+- an embedded ``nats-server -js`` (``aios_rl.stack.natsd``), the stack's topology provisioned
+  under a fresh namespace, and one tiny student checkpoint stored through ``CheckpointRegistry``
+  and made ``active`` before any sampler starts;
 - the sampler as a separate OS process, ``python -m services.sampler``, configured only through
   its environment (``NATS_URL``, ``AIOS_NAMESPACE``, ``AIOS_MAX_BATCH``, ``AIOS_MAX_WAIT_MS``) and
   restarted for every configuration: batching ON (max_batch 32, max_wait_ms 2) and batching OFF
@@ -48,7 +48,7 @@ import _common
 from rich.console import Console
 
 from aios_rl.bus import Bus, NoResponders
-from aios_rl.natsd import NatsServer
+from aios_rl.stack.natsd import NatsServer
 from contracts import ActRequest, ActResponse, DecodingRegime, ServiceStatus, decode
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aios_rl.bus import Bus, connect, provision
-from aios_rl.natsd import NatsServer
+from aios_rl.stack.natsd import NatsServer
 from contracts import Names
 
 REPO = Path(__file__).resolve().parents[1]

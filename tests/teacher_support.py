@@ -18,8 +18,7 @@ from typing import Any
 
 import msgspec
 
-from aios_rl.bus import Bus
-from aios_rl.discovery import discover
+from aios_rl.bus import Bus, discover
 from contracts import (
     CandidateEdit,
     Episode,

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from aios_rl.bus import Bus, connect
-from aios_rl.discovery import discover
-from aios_rl.natsd import free_port
+from aios_rl.bus import Bus, connect, discover
+from aios_rl.stack.natsd import free_port
 from contracts import Episode, Names
 from services.reward.main import build
 from services.reward.settings import RewardSettings

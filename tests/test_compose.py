@@ -1,4 +1,5 @@
-"""``docker-compose.yml`` agrees with the service registry (``aios_rl/stack.py``) and can scale.
+"""``docker-compose.yml`` agrees with the service registry (``aios_rl/stack/services.py``) and can
+scale.
 
 No Docker engine runs here (and no compose plugin), so the file is read with PyYAML, which
 resolves the ``x-aios-service`` anchor and its ``<<`` merges as compose does, and compared with
@@ -78,10 +79,11 @@ def command_problems(compose: Compose) -> list[str]:
     for name, entry in services_of(compose).items():
         if name not in by_name():
             continue
-        module = by_name()[name].module
+        service = by_name()[name]
+        wanted = ["-m", service.module, *service.args]
         args = argv(entry.get("command"))
-        if len(args) < 3 or Path(args[0]).name not in PYTHONS or args[1:3] != ["-m", module]:
-            problems.append(f"{name}: command {args} does not run `python -m {module}`")
+        if len(args) < 3 or Path(args[0]).name not in PYTHONS or args[1:] != wanted:
+            problems.append(f"{name}: command {args} does not run `python {shlex.join(wanted)}`")
         if "entrypoint" in entry:
             problems.append(
                 f"{name}: sets an entrypoint; the image has none and the command "

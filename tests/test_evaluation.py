@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aios_rl.evaluation import bootstrap_mean, summarize, wilson
+from aios_rl.cli.evaluation import bootstrap_mean, summarize, wilson
 from contracts import Episode
 
 

@@ -53,7 +53,7 @@ async def _act(bus: Bus, req: ActRequest) -> ActResponse:
 
 async def _until_serving(bus: Bus, deadline: float) -> ActResponse:
     """Wait until the trainer made a checkpoint active and the sampler serves it."""
-    from aios_rl.discovery import discover
+    from aios_rl.bus import discover
 
     probe = ActRequest(episode_id="probe", step=0, observation="hello", candidates=["a", "b"])
     async with asyncio.timeout(deadline):

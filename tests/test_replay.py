@@ -19,8 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
-from aios_rl.bus import Bus, RemoteError
-from aios_rl.discovery import discover
+from aios_rl.bus import Bus, RemoteError, discover
 from contracts import (
     LANES,
     CheckpointMeta,

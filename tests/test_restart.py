@@ -17,16 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from aios_rl.bus import Bus, connect
-from aios_rl.discovery import discover
+from aios_rl.bus import Bus, connect, discover
 from aios_rl.envs.orchestrator import generate
 from aios_rl.envs.shell.episode import SUBMIT
 from aios_rl.envs.shell.generate import generate as generate_shell
 from aios_rl.envs.shell.store import TaskStore
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.envs.store import put_tasks
-from aios_rl.natsd import free_port
 from aios_rl.stack import SERVICES
+from aios_rl.stack.natsd import free_port
 from aios_rl.state.ledger import Ledger
 from contracts import (
     ActRequest,

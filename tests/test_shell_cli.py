@@ -7,9 +7,9 @@ import pytest
 from rich.console import Console
 
 from aios_rl.bus import Bus
-from aios_rl.embedded import StackError, wait_for_services
+from aios_rl.cli.shell import ensure_tasks, resolve
 from aios_rl.envs.shell.store import TaskStore
-from aios_rl.shell_cli import ensure_tasks, resolve
+from aios_rl.stack.embedded import StackError, wait_for_services
 from aios_rl.state.checkpoints import CheckpointRegistry
 
 

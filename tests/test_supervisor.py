@@ -6,10 +6,10 @@ import itertools
 
 import pytest
 
-from aios_rl.discovery import merge
+from aios_rl.bus import merge
+from aios_rl.cli.tap import format_line, parse_duration, subject_subset
 from aios_rl.stack import SERVICES, ServiceEntry
-from aios_rl.supervisor import PlanError, parse_scale, plan, restart_delay
-from aios_rl.tap import format_line, parse_duration, subject_subset
+from aios_rl.stack.supervisor import PlanError, parse_scale, plan, restart_delay
 from contracts import DecodeError, Episode
 
 ENTRIES = (

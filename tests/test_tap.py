@@ -5,7 +5,7 @@ from __future__ import annotations
 from nats.js import api
 
 from aios_rl.bus import Bus
-from aios_rl.tap import _streams_for
+from aios_rl.cli.tap import _streams_for
 from contracts import Names
 
 

@@ -1,7 +1,10 @@
 """The bus kit every service shares: a handful of names.
 
-- :func:`connect` → :class:`Bus` (typed publish / durable publish / request / subscribe)
+- :func:`connect` → :class:`Bus` (typed publish / durable publish / request / subscribe /
+  replay from a time, and storing an object)
 - :func:`provision` applies the JetStream topology declared in ``contracts.subjects``
+- :func:`discover` → :class:`ServiceView` per running instance (``$SRV.INFO`` / ``$SRV.STATS``);
+  :func:`merge` joins those replies (pure)
 - :class:`Service` runs endpoints, durable consumers and tasks with graceful shutdown
 - :func:`run_service`: a service process's entry point
 - :func:`configure_logging`, :func:`get_logger`
@@ -10,6 +13,7 @@
 """
 
 from ._bus import Bus, connect
+from ._discovery import ServiceView, discover, merge
 from ._errors import (
     BusError,
     ConnectError,
@@ -38,11 +42,14 @@ __all__ = [
     "RequestTimeout",
     "Service",
     "ServiceSettings",
+    "ServiceView",
     "configure_logging",
     "connect",
+    "discover",
     "field_docs",
     "get_logger",
     "load_settings",
+    "merge",
     "provision",
     "run_service",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
@@ -13,7 +14,7 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js import JetStreamContext
+from nats.js import JetStreamContext, api
 
 from contracts import DecodeError, Message, Names, decode, decode_any, encode
 from contracts.subjects import MSG_ID_HEADER
@@ -24,6 +25,10 @@ from ._logging import get_logger
 __all__ = ["Bus", "connect"]
 
 M = TypeVar("M", bound=Message)
+
+Handler = Callable[[Message | DecodeError, Msg], Awaitable[None]]
+"""Gets each message decoded by its schema header (or the ``DecodeError`` that says why it could
+not be), and the raw message."""
 
 _ERROR_HEADER = "Nats-Service-Error"
 _ERROR_CODE_HEADER = "Nats-Service-Error-Code"
@@ -85,24 +90,61 @@ class Bus:
             )
         return decode(resp.data, headers, reply)
 
-    async def subscribe(
-        self,
-        subject: str,
-        handler: Callable[[Message | DecodeError, Msg], Awaitable[None]],
-        *,
-        queue: str = "",
-    ) -> Subscription:
+    async def subscribe(self, subject: str, handler: Handler, *, queue: str = "") -> Subscription:
         """Core subscription; the handler gets each message decoded by its schema header, or the
         ``DecodeError`` that says why it could not be (nothing is dropped silently)."""
+        return await self.nc.subscribe(subject, queue=queue, cb=_decoding(handler))
 
-        async def cb(raw: Msg) -> None:
-            try:
-                msg: Message | DecodeError = decode_any(raw.data, raw.headers)
-            except DecodeError as exc:
-                msg = exc
-            await handler(msg, raw)
+    async def replay(
+        self, subject: str, handler: Handler, *, stream: str, since: dt.datetime
+    ) -> Subscription:
+        """What ``stream`` stored on ``subject`` from ``since`` on, then what arrives live, through
+        an ordered consumer (nothing left on the server); messages reach ``handler`` as with
+        :meth:`subscribe`, and ``raw.metadata.timestamp`` says when each was stored.
 
-        return await self.nc.subscribe(subject, queue=queue, cb=cb)
+        Raises ``BusError`` when JetStream refuses the consumer (no such stream, ...)."""
+        config = api.ConsumerConfig(
+            deliver_policy=api.DeliverPolicy.BY_START_TIME, opt_start_time=since
+        )
+        try:
+            return await self.js.subscribe(
+                subject,
+                stream=stream,
+                ordered_consumer=True,
+                cb=_decoding(handler),
+                config=config,
+            )
+        except nats.errors.Error as exc:
+            raise BusError(f"cannot replay {subject!r} from stream {stream!r}: {exc!r}") from exc
+
+    async def unsubscribe(self, *subs: Subscription) -> None:
+        """End each of ``subs``; one that already ended (with the connection, ...) is no error."""
+        for sub in subs:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+
+    async def put_object(self, bucket: str, name: str, data: bytes) -> None:
+        """Store ``data`` as ``name`` in the Object Store ``bucket`` (its full name).
+
+        Raises ``BusError`` when the bucket is missing, or the store refuses or does not answer."""
+        try:
+            obs = await self.js.object_store(bucket)
+            await obs.put(name, data)
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise BusError(f"Object Store {bucket!r} did not store {name!r}: {exc!r}") from exc
+
+
+def _decoding(handler: Handler) -> Callable[[Msg], Awaitable[None]]:
+    """A nats callback that decodes each message for ``handler``."""
+
+    async def cb(raw: Msg) -> None:
+        try:
+            msg: Message | DecodeError = decode_any(raw.data, raw.headers)
+        except DecodeError as exc:
+            msg = exc
+        await handler(msg, raw)
+
+    return cb
 
 
 @contextlib.asynccontextmanager

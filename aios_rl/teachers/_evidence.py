@@ -5,12 +5,11 @@ from __future__ import annotations
 import hashlib
 
 import msgspec
-import nats.errors
 
 from contracts import Names, TeacherSignal
 from contracts.subjects import OBJECTS_EVIDENCE
 
-from ..bus import Bus, get_logger
+from ..bus import Bus, BusError, get_logger
 from ._normalize import RAW_INLINE_CHARS
 
 __all__ = ["keep_raw"]
@@ -29,9 +28,8 @@ async def keep_raw(bus: Bus, signal: TeacherSignal, raw: str) -> TeacherSignal:
     data = raw.encode("utf-8", errors="replace")
     name = Names.object_teacher_raw(signal.backend, hashlib.sha256(data).hexdigest()[:32])
     try:
-        obs = await bus.js.object_store(bus.names.bucket(OBJECTS_EVIDENCE))
-        await obs.put(name, data)
-    except (nats.errors.Error, TimeoutError) as exc:
+        await bus.put_object(bus.names.bucket(OBJECTS_EVIDENCE), name, data)
+    except BusError as exc:
         get_logger(backend=signal.backend).warning("evidence.raw_not_stored", error=repr(exc))
         return msgspec.structs.replace(
             signal, rationale=f"{signal.rationale}\n[raw output not stored: {exc!r}]"

@@ -1,6 +1,7 @@
-"""``aios-rl shell train`` and ``aios-rl shell eval`` (and the demo's shell campaign).
+"""``aios-rl shell``: ``benchmark-generate``, ``train`` and ``eval`` (and the demo's shell
+campaign).
 
-Both use the stack at ``--nats-url`` when it answers, else start an embedded one whose JetStream
+``train`` and ``eval`` use the stack at ``--nats-url`` when it answers, else start an embedded one whose JetStream
 store lives in ``--data-dir`` (kept, so ``shell eval`` after ``shell train`` evaluates the
 trained student). Tasks a split lacks are generated and verified first (test runs are cached on
 disk, so this is slow once). Evaluation runs ``eval`` episodes through the real shell runners,
@@ -13,6 +14,7 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -22,18 +24,20 @@ from rich.table import Table
 
 from contracts import CampaignSpec, Episode, TrainerSettings
 
-from .bus import Bus
+from ..bus import Bus
+from ..envs.shell.generate import GenerationError, generate
+from ..envs.shell.store import TaskStore
+from ..envs.shell.verify import RunCache, default_cache_dir
+from ..stack.embedded import StackError, active_checkpoint, stack
+from ..state.checkpoints import CheckpointRegistry, UnknownCheckpointError
+from ..state.ledger import Ledger
+from ._common import CliError, bus_args, positive, training_args, url
 from .campaign_watch import run_campaign
-from .embedded import StackError, active_checkpoint, stack
-from .envs.shell.generate import generate
-from .envs.shell.store import TaskStore
-from .envs.shell.verify import RunCache, default_cache_dir
 from .evaluation import EvalSummary, run_eval, summarize
 from .report import epoch_table
-from .state.checkpoints import CheckpointRegistry, UnknownCheckpointError
-from .state.ledger import Ledger
 
 __all__ = [
+    "add",
     "ensure_tasks",
     "evaluate",
     "make_console",
@@ -44,6 +48,98 @@ __all__ = [
 
 NEEDS = {"campaign", "trainer", "sampler", "shell-runner", "teacher-gateway", "reward"}
 POINTERS = ("active", "pre_update_ref", "last_stable")
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    shell = subparsers.add_parser("shell", help="the shell bug-fixing environment")
+    shell_sub = shell.add_subparsers(dest="shell_command", metavar="ACTION", required=True)
+    gen = shell_sub.add_parser(
+        "benchmark-generate", help="generate verified bug-fix tasks and store them for every runner"
+    )
+    gen.add_argument("--count", type=positive, required=True, help="tasks to generate")
+    gen.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    gen.add_argument(
+        "--split",
+        choices=("train", "heldout", "real"),
+        default="train",
+        help="which split (default train)",
+    )
+    gen.add_argument("--out", metavar="DIR", help="also write the tasks to this directory")
+    gen.add_argument(
+        "--no-store", action="store_true", help="do not store them in NATS (needs --out)"
+    )
+    bus_args(gen)
+    gen.set_defaults(run=_benchmark_generate)
+
+    train = shell_sub.add_parser(
+        "train",
+        help="train the student on shell tasks: a campaign with held-out scores before and after",
+    )
+    training_args(train, epochs=5, data_dir=".aios/stack")
+    train.add_argument("--campaign-id", help="campaign id (default shell-<date>-<time>)")
+    bus_args(train)
+    train.set_defaults(run=_on_a_stack(run_shell_train))
+
+    ev = shell_sub.add_parser(
+        "eval", help="success rate, partial rate and mean reward of a checkpoint, with intervals"
+    )
+    ev.add_argument(
+        "--checkpoint",
+        default="active",
+        metavar="ID|POINTER",
+        help="checkpoint id, or active / last_stable / pre_update_ref (default active)",
+    )
+    ev.add_argument(
+        "--split",
+        choices=("heldout", "train", "real"),
+        default="heldout",
+        help="which tasks (default heldout)",
+    )
+    ev.add_argument("--limit", type=positive, default=50, help="tasks to run (default 50)")
+    ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ev.add_argument(
+        "--data-dir",
+        default=".aios/stack",
+        help="embedded stack's JetStream data and logs, when none is reachable (default .aios/stack)",
+    )
+    bus_args(ev)
+    ev.set_defaults(run=_on_a_stack(run_shell_eval))
+
+
+def _on_a_stack(
+    command: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """``command`` with the URL resolved, and a stack that is not usable as a one-line error."""
+
+    def run(args: argparse.Namespace) -> int:
+        args.nats_url = url(args)
+        try:
+            return command(args)
+        except (StackError, TimeoutError) as exc:
+            raise CliError(str(exc)) from exc
+
+    return run
+
+
+def _benchmark_generate(args: argparse.Namespace) -> int:
+    if args.no_store and not args.out:
+        raise ValueError("--no-store needs --out, or the tasks would go nowhere")
+    from ..envs.shell.benchmark import benchmark_generate
+
+    try:
+        summary = benchmark_generate(
+            args.count,
+            args.seed,
+            args.split,
+            out_dir=args.out,
+            nats_url=None if args.no_store else url(args),
+            namespace=args.namespace,
+        )
+    except GenerationError as exc:
+        raise CliError(str(exc)) from exc
+    print(f"{summary.count} verified {args.split} tasks in {summary.seconds:.0f}s")
+    return 0
 
 
 async def ensure_tasks(

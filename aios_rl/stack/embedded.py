@@ -20,11 +20,10 @@ from pathlib import Path
 
 from contracts import Names
 
-from .bus import Bus, ConnectError, connect, provision
-from .discovery import discover
+from ..bus import Bus, ConnectError, connect, discover, provision
+from ..state.checkpoints import CheckpointRegistry
 from .natsd import NatsServer
-from .stack import SERVICES
-from .state.checkpoints import CheckpointRegistry
+from .services import SERVICES
 from .supervisor import Supervisor, plan
 
 __all__ = ["StackError", "active_checkpoint", "stack", "wait_for_services"]

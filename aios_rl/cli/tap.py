@@ -8,6 +8,7 @@ hold the subject are replayed from that far back first, then followed live.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import datetime as dt
@@ -18,16 +19,58 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import msgspec
-import nats.errors
-from nats.aio.msg import Msg
-from nats.js import api
 
-from contracts import DecodeError, Message, Names, decode_any
+from contracts import DecodeError, Message, Names
 from contracts.subjects import SCHEMA_HEADER
 
-from .bus import Bus
+from ..bus import Bus, connect
+from ._common import bus_args, run_until_interrupt, url
 
-__all__ = ["format_json", "format_line", "parse_duration", "subject_subset", "tap"]
+__all__ = ["add", "format_json", "format_line", "parse_duration", "subject_subset", "tap"]
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "tap", help="print typed messages on subjects live, e.g. aios-rl tap 'episode.>'"
+    )
+    bus_args(parser)
+    parser.add_argument("subjects", nargs="+", metavar="SUBJECT")
+    parser.add_argument(
+        "--since",
+        metavar="DURATION",
+        help="first replay stored messages from this long ago (90s, 5m, 2h)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print each message as a full JSON line"
+    )
+    parser.add_argument("--limit", type=int, metavar="N", help="stop after N messages")
+    parser.set_defaults(run=lambda args: run_until_interrupt(_tap(args)))
+
+
+async def _tap(args: argparse.Namespace) -> int:
+    since = parse_duration(args.since) if args.since else None
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit must be at least 1")
+    async with connect(
+        url(args), name="aios-rl-tap", names=Names(args.namespace), connect_deadline=3.0
+    ) as bus:
+        ready = asyncio.Event()
+        task = asyncio.create_task(
+            tap(bus, args.subjects, since_s=since, as_json=args.json, limit=args.limit, ready=ready)
+        )
+        waiter = asyncio.create_task(ready.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if ready.is_set():
+            print(
+                f"# tapping {' '.join(args.subjects)} on {url(args)} (Ctrl-C to stop)",
+                file=sys.stderr,
+                flush=True,
+            )
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return 0
+
 
 _KEY_FIELDS = (
     "episode_id",
@@ -171,15 +214,11 @@ async def tap(
     done = asyncio.Event()
     count = 0
 
-    async def show(raw: Msg, when: float | None = None) -> None:
+    async def show(decoded: Message | DecodeError, raw: Any, when: float | None = None) -> None:
         nonlocal count
         if done.is_set():
             return
         headers = dict(raw.headers or {})
-        try:
-            decoded: Message | DecodeError = decode_any(raw.data, headers)
-        except DecodeError as exc:
-            decoded = exc
         subject = names.strip(raw.subject)
         line = (
             format_json(subject, decoded, raw.data, headers)
@@ -192,40 +231,27 @@ async def tap(
         if limit is not None and count >= limit:
             done.set()
 
+    async def replayed(decoded: Message | DecodeError, raw: Any) -> None:
+        when = raw.metadata.timestamp.timestamp() if raw.metadata.timestamp else None
+        await show(decoded, raw, when)
+
     subs = []
     for rel in subjects:
         full = names.subject(rel)
         if since_s is None:
-            subs.append(await bus.nc.subscribe(full, cb=show))
+            subs.append(await bus.subscribe(full, show))
             continue
         start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=since_s)
         pairs = await _streams_for(bus, full)
         if not pairs:
             raise ValueError(f"no JetStream stream holds {rel!r}: --since needs a stored subject")
         for stream, filt in pairs:
-
-            async def replayed(raw: Msg) -> None:
-                when = raw.metadata.timestamp.timestamp() if raw.metadata.timestamp else None
-                await show(raw, when)
-
-            subs.append(
-                await bus.js.subscribe(
-                    filt,
-                    stream=stream,
-                    ordered_consumer=True,
-                    cb=replayed,
-                    config=api.ConsumerConfig(
-                        deliver_policy=api.DeliverPolicy.BY_START_TIME, opt_start_time=start
-                    ),
-                )
-            )
+            subs.append(await bus.replay(filt, replayed, stream=stream, since=start))
     await bus.nc.flush()  # the server has every subscription before we say we are tapping
     if ready is not None:
         ready.set()
     try:
         await done.wait()
     finally:
-        for sub in subs:
-            with contextlib.suppress(nats.errors.Error):
-                await sub.unsubscribe()
+        await bus.unsubscribe(*subs)
     return count

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from .stack import SERVICES, ServiceEntry
+from .services import SERVICES, ServiceEntry
 
 __all__ = ["PlanError", "Replica", "Supervisor", "parse_scale", "plan", "restart_delay"]
 
@@ -161,6 +161,7 @@ class Supervisor:
             sys.executable,
             "-m",
             r.service.module,
+            *r.service.args,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             stdin=asyncio.subprocess.DEVNULL,

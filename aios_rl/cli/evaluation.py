@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from contracts import DecodingRegime, Episode, RolloutJob
 
-from .bus import Bus
+from ..bus import Bus
 
 __all__ = ["EVAL_REGIME", "EvalSummary", "Interval", "run_eval", "summarize", "wilson"]
 

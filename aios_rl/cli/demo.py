@@ -14,10 +14,27 @@ import asyncio
 import time
 from pathlib import Path
 
-from .embedded import stack
-from .shell_cli import make_console, train_and_report
+from ..stack.embedded import StackError, stack
+from ._common import CliError, training_args
+from .shell import make_console, train_and_report
 
-__all__ = ["run_demo"]
+__all__ = ["add", "run_demo"]
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    demo = subparsers.add_parser(
+        "demo", help="the main job: full stack on an embedded NATS, a short run, a summary"
+    )
+    training_args(demo, epochs=4, data_dir=".aios/demo", train_tasks=60, heldout=30)
+    demo.add_argument("--verbose", action="store_true", help="stream service logs to the terminal")
+    demo.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        return run_demo(args)
+    except (StackError, TimeoutError) as exc:
+        raise CliError(f"{exc} (service logs: {args.data_dir}/services.log)") from exc
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -21,6 +21,8 @@ class ServiceEntry:
     """Processes ``aios-rl up`` starts by default (``--scale NAME=N`` overrides)."""
     scalable: bool = True
     """Whether replicas may share its work (durable consumer / queue group)."""
+    args: tuple[str, ...] = ()
+    """Arguments after the module: the command is ``python -m <module> <args...>``."""
 
 
 SERVICES: tuple[ServiceEntry, ...] = (

@@ -18,7 +18,7 @@ from contracts import (
     StopCampaign,
 )
 
-from .bus import Bus
+from ..bus import Bus
 
 __all__ = ["run_campaign"]
 

@@ -1,0 +1,62 @@
+"""The ``aios-rl`` command line: ``up``, ``services``, ``tap``, ``publish``, ``checkpoints``,
+``shell``, ``campaign``, ``demo``.
+
+One module per command group: each adds its subparser (``add(subparsers)``) and names the
+function that runs it (``set_defaults(run=...)``), which returns the exit code.
+
+Every command that needs a bus takes ``--nats-url`` (default ``$NATS_URL``, else
+``nats://127.0.0.1:4222``) and ``--namespace`` (default ``$AIOS_NAMESPACE``). A bad argument or an
+unreachable server gives a one-line message and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ..bus import BusError, configure_logging
+from ..stack.natsd import NatsServerError
+from ..stack.supervisor import PlanError
+from . import campaign, checkpoints, demo, publish, services, shell, tap, up
+from ._common import CliError
+
+__all__ = ["build_parser", "main"]
+
+COMMANDS = (up, services, tap, publish, checkpoints, shell, campaign, demo)
+"""The command groups, in the order ``aios-rl --help`` lists them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aios-rl",
+        description="aios-rl: one student policy, trained by RL across environments on NATS.",
+    )
+    parser.add_argument("--version", action="version", version=f"aios-rl {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        command.add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run one command and exit: 0 when it went well, 1 for an error it reports in one line,
+    2 for a bad argument, 130 when interrupted."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(
+        "aios-rl",
+        fmt=os.environ.get("AIOS_LOG_FORMAT", "console"),
+        level=os.environ.get("AIOS_LOG_LEVEL", "warning"),
+    )
+    try:
+        code = args.run(args)
+    except (PlanError, ValueError) as exc:
+        parser.exit(2, f"aios-rl {args.command}: error: {exc}\n")
+    except (CliError, BusError, NatsServerError) as exc:
+        parser.exit(1, f"aios-rl {args.command}: error: {exc}\n")
+    except KeyboardInterrupt:  # the embedded stack, if any, was stopped on the way out
+        parser.exit(130, f"aios-rl {args.command}: interrupted\n")
+    sys.exit(code)

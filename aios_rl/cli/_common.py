@@ -1,0 +1,113 @@
+"""What the commands share: the bus and training arguments, the server URL, one-line errors,
+running until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Coroutine
+from typing import Any
+
+__all__ = [
+    "DEFAULT_URL",
+    "CliError",
+    "bus_args",
+    "fraction",
+    "positive",
+    "run_until_interrupt",
+    "training_args",
+    "url",
+]
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+
+
+class CliError(Exception):
+    """An error to show the user as one line."""
+
+
+def bus_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--nats-url",
+        default=os.environ.get("NATS_URL"),
+        help=f"NATS server (env NATS_URL; default {DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("AIOS_NAMESPACE", ""),
+        help="namespace of the stack (env AIOS_NAMESPACE)",
+    )
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value}")
+    return value
+
+
+def training_args(
+    p: argparse.ArgumentParser,
+    *,
+    epochs: int,
+    data_dir: str,
+    train_tasks: int = 100,
+    heldout: int = 50,
+    tasks_per_epoch: int = 16,
+) -> None:
+    p.add_argument("--epochs", type=positive, default=epochs, help=f"epochs (default {epochs})")
+    p.add_argument(
+        "--tasks-per-epoch",
+        type=positive,
+        default=tasks_per_epoch,
+        help=f"tasks per epoch (default {tasks_per_epoch})",
+    )
+    p.add_argument("--group-size", type=positive, default=4, help="rollouts per task (default 4)")
+    p.add_argument(
+        "--train-tasks",
+        type=positive,
+        default=train_tasks,
+        help=f"train-split tasks to draw from (default {train_tasks})",
+    )
+    p.add_argument(
+        "--heldout",
+        type=positive,
+        default=heldout,
+        help=f"held-out tasks scored before and after (default {heldout})",
+    )
+    p.add_argument(
+        "--learning-rate", type=fraction, default=5e-3, help="trainer step size (default 0.005)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="task and campaign seed (default 0)")
+    p.add_argument(
+        "--data-dir",
+        default=data_dir,
+        help=f"embedded stack's JetStream data and logs (default {data_dir})",
+    )
+
+
+def url(args: argparse.Namespace) -> str:
+    """``--nats-url``, else the default."""
+    return args.nats_url or DEFAULT_URL
+
+
+def run_until_interrupt(coro: Coroutine[Any, Any, int]) -> int:
+    """Run ``coro``; Ctrl-C ends it with exit code 130."""
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        return 130

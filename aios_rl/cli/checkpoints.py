@@ -1,0 +1,50 @@
+"""``aios-rl checkpoints``: the three checkpoint pointers and the lineage as a tree."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+import msgspec
+
+from contracts import Names
+
+from ..bus import connect
+from ..state.checkpoints import CheckpointRegistry, render_tree
+from ._common import bus_args, url
+
+__all__ = ["add"]
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    ckpt = subparsers.add_parser(
+        "checkpoints", help="the three checkpoint pointers and the lineage as a tree"
+    )
+    bus_args(ckpt)
+    ckpt.add_argument("--json", action="store_true", help="print pointers and metadata as JSON")
+    ckpt.set_defaults(run=lambda args: asyncio.run(_checkpoints(args)))
+
+
+async def _checkpoints(args: argparse.Namespace) -> int:
+    async with connect(
+        url(args), name="aios-rl-checkpoints", names=Names(args.namespace), connect_deadline=3.0
+    ) as bus:
+        snap = await CheckpointRegistry(bus).snapshot()
+    if args.json:
+        doc = {
+            "pointers": msgspec.to_builtins(snap.pointers),
+            "revision": snap.revision,
+            "checkpoints": {k: msgspec.to_builtins(v) for k, v in sorted(snap.metas.items())},
+        }
+        sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
+        return 0
+    p = snap.pointers
+    print(f"active          {p.active or '-'}")
+    print(f"pre_update_ref  {p.pre_update_ref or '-'}")
+    print(f"last_stable     {p.last_stable or '-'}")
+    if p.reason:
+        print(f"last move       {p.reason}")
+    print()
+    print(render_tree(snap.pointers, snap.metas) if snap.metas else "no checkpoints stored yet")
+    return 0
