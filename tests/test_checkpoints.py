@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aios_rl.bus import Bus, connect, provision
-from aios_rl.natsd import NatsServer, free_port
+from aios_rl.stack.natsd import NatsServer, free_port
 from aios_rl.state import _kv
 from aios_rl.state.checkpoints import (
     CheckpointRegistry,
@@ -456,18 +456,19 @@ def interfere(
 ) -> None:
     """Make another writer move the pointers right after ``registry`` reads them (the first
     ``times`` reads): ``registry``'s compare-and-set then fails on a stale revision."""
-    original = registry.pointers
+    kv = registry._kv  # the registry's handle on its bucket: its reads of the pointers
+    original = kv.latest
     left = times
 
-    async def pointers() -> tuple[P, int]:
+    async def latest(key: str):  # type: ignore[no-untyped-def]
         nonlocal left
-        result = await original()
-        if left:
+        result = await original(key)
+        if left and key == Names.key_pointers():
             left -= 1
             await action()
         return result
 
-    monkeypatch.setattr(registry, "pointers", pointers)
+    monkeypatch.setattr(kv, "latest", latest)
 
 
 async def two_advanced(registry: CheckpointRegistry) -> tuple[str, str, str, str]:

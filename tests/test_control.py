@@ -117,18 +117,19 @@ async def test_update_retries_when_another_writer_wins(
         assert snap is not None
         await other.save(msgspec.structs.replace(snap, state=RailState(traces_seen=7)), rev)
 
-    original_load = store.load
+    kv = store._kv  # the store's handle on its bucket: its reads
+    original_latest = kv.latest
     loads = 0
 
-    async def load_then_compete(key: str) -> tuple[ControlSnapshot | None, int]:
+    async def load_then_compete(key: str):  # type: ignore[no-untyped-def]
         nonlocal loads
-        result = await original_load(key)
+        result = await original_latest(key)
         loads += 1
         if loads == 1:  # another writer saves between our read and our write
             await competing_write()
         return result
 
-    monkeypatch.setattr(store, "load", load_then_compete)
+    monkeypatch.setattr(kv, "latest", load_then_compete)
     updated = await store.update(RAIL, fn)
     assert [s.traces_seen for s in seen] == [0, 7]  # re-applied on the winner's state
     assert isinstance(updated.state, RailState)

@@ -39,27 +39,21 @@ so it re-creates its consumer after every reconnect (see :class:`aios_rl.state._
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import enum
 import hashlib
-import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal, NamedTuple
 
 import msgspec
-import nats.errors
-import nats.js.errors
-from nats.js.kv import KeyValue
-from nats.js.object_store import ObjectStore
 
 from aios_rl.bus import Bus, BusError
 from contracts import Algorithm, CheckpointEvent, CheckpointMeta, CheckpointPointers, Names
 from contracts.subjects import BUCKET_CHECKPOINTS, OBJECTS_WEIGHTS
 
 from . import _kv
-from ._objects import ObjectReadError, read_object
+from ._errors import ContentionError, StaleRevisionError, UnavailableError
+from ._handles import EntryDecoder, ErrorKinds, Kv, Objects, compare_and_set
 from .lineage import (
     CorruptCheckpointError,
     EventNotPublishedError,
@@ -107,7 +101,7 @@ ANY = _Any.ANY
 Expectation = str | None | Literal[_Any.ANY]
 
 
-class RegistryUnavailableError(RegistryError):
+class RegistryUnavailableError(RegistryError, UnavailableError):
     """NATS refused or did not answer a request (not connected, bucket missing, timeout)."""
 
 
@@ -125,38 +119,17 @@ def checkpoint_id_of(weights: bytes) -> str:
 
 
 _encoder = msgspec.json.Encoder()
-_meta_decoder = msgspec.json.Decoder(CheckpointMeta)
-_pointers_decoder = msgspec.json.Decoder(CheckpointPointers)
+_meta = EntryDecoder(CheckpointMeta, CorruptCheckpointError, "KV key", "checkpoint metadata")
+_pointers = EntryDecoder(
+    CheckpointPointers, CorruptCheckpointError, "KV key", "checkpoint pointers"
+)
 
 
 def _decode_pointers(entry: _kv.KvEntry) -> CheckpointPointers:
-    if entry.value is None:
-        return CheckpointPointers()
-    try:
-        return _pointers_decoder.decode(entry.value)
-    except msgspec.DecodeError as exc:
-        raise CorruptCheckpointError(
-            f"KV key {entry.key!r} (revision {entry.revision}) is not checkpoint pointers: {exc}"
-        ) from exc
+    return _pointers(entry) or CheckpointPointers()
 
 
-def _decode_meta(entry: _kv.KvEntry) -> CheckpointMeta:
-    assert entry.value is not None
-    try:
-        return _meta_decoder.decode(entry.value)
-    except msgspec.DecodeError as exc:
-        raise CorruptCheckpointError(
-            f"KV key {entry.key!r} (revision {entry.revision}) is not checkpoint metadata: {exc}"
-        ) from exc
-
-
-@contextlib.contextmanager
-def _translated(what: str) -> Iterator[None]:
-    """The one place NATS errors become registry errors."""
-    try:
-        yield
-    except nats.errors.Error as exc:
-        raise RegistryUnavailableError(f"{what}: NATS failed: {exc!r}") from exc
+_KINDS = ErrorKinds(unavailable=RegistryUnavailableError)
 
 
 class CheckpointRegistry:
@@ -168,21 +141,9 @@ class CheckpointRegistry:
 
     def __init__(self, bus: Bus, *, max_attempts: int = 50) -> None:
         self._bus = bus
-        self._bucket = bus.names.bucket(BUCKET_CHECKPOINTS)
-        self._objects_name = bus.names.bucket(OBJECTS_WEIGHTS)
+        self._kv = Kv(bus, bus.names.bucket(BUCKET_CHECKPOINTS), _KINDS)
+        self._weights = Objects(bus, bus.names.bucket(OBJECTS_WEIGHTS), _KINDS)
         self._max_attempts = max_attempts
-        self._kv_handle: KeyValue | None = None
-        self._obs_handle: ObjectStore | None = None
-
-    async def _kv(self) -> KeyValue:
-        if self._kv_handle is None:
-            self._kv_handle = await self._bus.js.key_value(self._bucket)
-        return self._kv_handle
-
-    async def _obs(self) -> ObjectStore:
-        if self._obs_handle is None:
-            self._obs_handle = await self._bus.js.object_store(self._objects_name)
-        return self._obs_handle
 
     # -- checkpoints ----------------------------------------------------------------------------
 
@@ -207,30 +168,28 @@ class CheckpointRegistry:
         digest = hashlib.sha256(weights).hexdigest()
         cid = digest[:ID_HEX_DIGITS]
         key = Names.key_checkpoint_meta(cid)
-        with _translated(f"store checkpoint {cid}"):
-            meta = await self._find_meta(cid)
-            if meta is None:
-                parent = await self.meta(parent_id) if parent_id is not None else None
-                object_name = Names.object_weights(cid)
-                await self._upload(object_name, weights)
-                meta = CheckpointMeta(
-                    checkpoint_id=cid,
-                    parent_id=parent_id,
-                    created_by=created_by,
-                    algorithm=algorithm,
-                    backend=backend,
-                    object_name=object_name,
-                    size_bytes=len(weights),
-                    sha256=digest,
-                    created_at=time.time(),
-                    seq=parent.seq + 1 if parent is not None else 0,
-                    metrics=dict(metrics or {}),
-                )
-                kv = await self._kv()
-                try:
-                    await kv.create(key, _encoder.encode(meta))
-                except nats.js.errors.KeyWrongLastSequenceError:
-                    meta = await self.meta(cid)  # a concurrent store of the same bytes won
+        meta = await self._find_meta(cid)
+        if meta is None:
+            parent = await self.meta(parent_id) if parent_id is not None else None
+            object_name = Names.object_weights(cid)
+            await self._upload(object_name, weights)
+            meta = CheckpointMeta(
+                checkpoint_id=cid,
+                parent_id=parent_id,
+                created_by=created_by,
+                algorithm=algorithm,
+                backend=backend,
+                object_name=object_name,
+                size_bytes=len(weights),
+                sha256=digest,
+                created_at=time.time(),
+                seq=parent.seq + 1 if parent is not None else 0,
+                metrics=dict(metrics or {}),
+            )
+            try:
+                await self._kv.write(key, _encoder.encode(meta), revision=0)
+            except StaleRevisionError:
+                meta = await self.meta(cid)  # a concurrent store of the same bytes won
         event = CheckpointEvent(
             kind="stored", checkpoint_id=cid, metrics=meta.metrics, at=time.time()
         )
@@ -238,27 +197,19 @@ class CheckpointRegistry:
         return meta
 
     async def _upload(self, object_name: str, weights: bytes) -> None:
-        obs = await self._obs()
-        try:
-            info = await obs.get_info(object_name)
-        except nats.js.errors.NotFoundError:
-            info = None
-        if info is None or info.size != len(weights):
-            await obs.put(object_name, weights)
+        if await self._weights.size(object_name) != len(weights):
+            await self._weights.put(object_name, weights)
 
     async def _find_meta(self, checkpoint_id: str) -> CheckpointMeta | None:
-        entry = await _kv.latest(
-            self._bus.js, self._bucket, Names.key_checkpoint_meta(checkpoint_id)
-        )
-        return None if entry is None or entry.value is None else _decode_meta(entry)
+        entry = await self._kv.latest(Names.key_checkpoint_meta(checkpoint_id))
+        return None if entry is None else _meta(entry)
 
     async def meta(self, checkpoint_id: str) -> CheckpointMeta:
         """The meta of a stored checkpoint. Raises ``UnknownCheckpointError``."""
-        with _translated(f"read checkpoint {checkpoint_id}"):
-            try:
-                meta = await self._find_meta(checkpoint_id)
-            except ValueError:  # not even a valid key token
-                raise UnknownCheckpointError(checkpoint_id) from None
+        try:
+            meta = await self._find_meta(checkpoint_id)
+        except ValueError:  # not even a valid key token
+            raise UnknownCheckpointError(checkpoint_id) from None
         if meta is None:
             raise UnknownCheckpointError(checkpoint_id)
         return meta
@@ -269,18 +220,15 @@ class CheckpointRegistry:
         Raises ``UnknownCheckpointError``, and ``CorruptCheckpointError`` when the weights are
         missing or do not match the meta."""
         meta = await self.meta(checkpoint_id)
-        with _translated(f"load checkpoint {checkpoint_id}"):
-            try:
-                # Chunk by chunk with direct gets: nats-py's get() can return a partial object.
-                data = await read_object(
-                    self._bus.js, self._bus.names.bucket(OBJECTS_WEIGHTS), meta.object_name
-                )
-            except nats.js.errors.NotFoundError as exc:
-                raise CorruptCheckpointError(
-                    f"checkpoint {checkpoint_id}: weights {meta.object_name!r} are missing"
-                ) from exc
-            except ObjectReadError as exc:
-                raise CorruptCheckpointError(f"checkpoint {checkpoint_id}: {exc}") from exc
+        try:
+            # Chunk by chunk, size and digest checked: nats-py's get() can return a partial object.
+            data = await self._weights.get(meta.object_name)
+        except RegistryUnavailableError as exc:
+            raise CorruptCheckpointError(f"checkpoint {checkpoint_id}: {exc}") from exc
+        if data is None:
+            raise CorruptCheckpointError(
+                f"checkpoint {checkpoint_id}: weights {meta.object_name!r} are missing"
+            )
         if len(data) != meta.size_bytes or hashlib.sha256(data).hexdigest() != meta.sha256:
             raise CorruptCheckpointError(
                 f"checkpoint {checkpoint_id}: loaded {len(data)} bytes whose sha256 does not "
@@ -311,29 +259,22 @@ class CheckpointRegistry:
         """The pointers and every stored checkpoint's meta, for :func:`render_tree`."""
         pointers, revision = await self.pointers()
         pattern = _kv.family(Names.key_checkpoint_meta("x"))
-        with _translated("list checkpoints"):
-            entries = await _kv.read(self._bus.js, self._bucket, pattern, history=False)
-        metas = {}
-        for entry in entries:
-            if entry.value is not None:
-                meta = _decode_meta(entry)
-                metas[meta.checkpoint_id] = meta
+        entries = await self._kv.read(pattern, history=False)
+        metas = {m.checkpoint_id: m for m in map(_meta, entries) if m is not None}
         return RegistrySnapshot(pointers, revision, metas)
 
     # -- pointers ---------------------------------------------------------------------------------
 
     async def pointers(self) -> tuple[CheckpointPointers, int]:
         """The pointers and their KV revision; empty pointers and 0 if never written."""
-        with _translated("read pointers"):
-            entry = await _kv.latest(self._bus.js, self._bucket, Names.key_pointers())
+        entry = await self._kv.latest(Names.key_pointers())
         if entry is None:
             return CheckpointPointers(), 0
         return _decode_pointers(entry), entry.revision
 
     async def pointer_history(self) -> list[tuple[CheckpointPointers, int]]:
         """Every kept revision of the pointers (64 by the topology), oldest first."""
-        with _translated("read pointer history"):
-            entries = await _kv.read(self._bus.js, self._bucket, Names.key_pointers(), history=True)
+        entries = await self._kv.read(Names.key_pointers(), history=True)
         return [(_decode_pointers(e), e.revision) for e in entries if e.value is not None]
 
     async def init(self, checkpoint_id: str, reason: str = "init") -> Moved:
@@ -405,50 +346,55 @@ class CheckpointRegistry:
         *,
         done: Callable[[CheckpointPointers], bool] | None = None,
     ) -> Moved:
-        key = Names.key_pointers()
-        for attempt in range(self._max_attempts):
-            current, revision = await self.pointers()
+        planned: Moved | None = None
+
+        def change(current: CheckpointPointers | None) -> CheckpointPointers | None:
+            nonlocal planned
+            current = current if current is not None else CheckpointPointers()
+            planned = None
             if done is not None and done(current):
-                return Moved(current, [])
+                planned = Moved(current, [])
+                return None
             if expect_active is not ANY and current.active != expect_active:
                 raise StalePointersError(
                     f"cannot move the pointers ({kind}): active is {current.active!r}, the "
                     f"caller expected {expect_active!r}; re-read and decide again",
                     current,
                 )
-            result = plan(current, time.time())
-            if not result.moves:
-                return result
-            with _translated(f"write pointers ({kind})"):
-                kv = await self._kv()
-                try:
-                    if revision == 0:
-                        revision = await kv.create(key, _encoder.encode(result.pointers))
-                    else:
-                        revision = await kv.update(
-                            key, _encoder.encode(result.pointers), last=revision
-                        )
-                except nats.js.errors.KeyWrongLastSequenceError:
-                    # Lost to another writer: back off a little (jittered), re-read, re-plan.
-                    await asyncio.sleep(random.uniform(0, 0.001 * 2 ** min(attempt, 5)))
-                    continue
-            changed = result.pointers.active if kind != "promoted" else result.pointers.last_stable
-            event = CheckpointEvent(
-                kind=kind,
-                checkpoint_id=changed,
-                pointers=result.pointers,
-                moves=result.moves,
-                metrics=meta.metrics if meta is not None else {},
-                at=result.pointers.updated_at,
+            planned = plan(current, time.time())
+            return planned.pointers if planned.moves else None
+
+        try:
+            cas = await compare_and_set(
+                self._kv,
+                Names.key_pointers(),
+                change,
+                decode=_decode_pointers,
+                encode=_encoder.encode,
+                attempts=self._max_attempts,
             )
-            await self._publish(event, msg_id=f"pointers:{revision}", result=result)
-            return result
-        current, _ = await self.pointers()
-        raise PointerContentionError(
-            f"cannot move the pointers ({kind}): lost the compare-and-set "
-            f"{self._max_attempts} times in a row",
-            current,
+        except ContentionError as exc:
+            current, _ = await self.pointers()
+            raise PointerContentionError(
+                f"cannot move the pointers ({kind}): lost the compare-and-set "
+                f"{self._max_attempts} times in a row",
+                current,
+            ) from exc
+        assert planned is not None
+        if not cas.written:
+            return planned
+        result = planned
+        changed = result.pointers.active if kind != "promoted" else result.pointers.last_stable
+        event = CheckpointEvent(
+            kind=kind,
+            checkpoint_id=changed,
+            pointers=result.pointers,
+            moves=result.moves,
+            metrics=meta.metrics if meta is not None else {},
+            at=result.pointers.updated_at,
         )
+        await self._publish(event, msg_id=f"pointers:{cas.revision}", result=result)
+        return result
 
     async def _publish(self, event: CheckpointEvent, *, msg_id: str, result: object) -> None:
         try:
@@ -472,9 +418,4 @@ class CheckpointRegistry:
         Re-creates its KV consumer after a reconnect (checked at least every ``check_every``
         seconds), so it keeps going across a server restart."""
 
-        def decode(entry: _kv.KvEntry) -> CheckpointPointers | None:
-            return None if entry.value is None else _decode_pointers(entry)
-
-        return _kv.KvWatch(
-            self._bus, self._bucket, Names.key_pointers(), decode, check_every=check_every
-        )
+        return self._kv.watch(Names.key_pointers(), _pointers, check_every=check_every)

@@ -11,23 +11,26 @@ Keys come from ``contracts.Names.key_control(owner, ident)`` (``campaign.<id>``,
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
-import nats.errors
-import nats.js.errors
-from nats.js.kv import KeyValue
 
 from aios_rl.bus import Bus
 from contracts import ControlSnapshot, ControlState, Names
 from contracts.subjects import BUCKET_CONTROL
 
 from . import _kv
+from ._errors import (
+    ContentionError,
+    CorruptError,
+    NotFoundError,
+    StaleRevisionError,
+    StateError,
+    UnavailableError,
+)
+from ._handles import EntryDecoder, ErrorKinds, Kv, compare_and_set
 
 __all__ = [
     "ControlContentionError",
@@ -40,7 +43,7 @@ __all__ = [
 ]
 
 
-class ControlError(Exception):
+class ControlError(StateError):
     """Root of every error the control store raises."""
 
 
@@ -52,46 +55,36 @@ class StaleControlError(ControlError):
         self.key = key
 
 
-class ControlContentionError(StaleControlError):
+class ControlContentionError(StaleControlError, ContentionError):
     """An update lost the compare-and-set every time it was tried; nothing was written."""
 
 
-class ControlNotFoundError(ControlError):
+class ControlNotFoundError(ControlError, NotFoundError):
     """The key holds no snapshot (and the caller gave no way to make one)."""
 
 
-class CorruptControlError(ControlError):
+class CorruptControlError(ControlError, CorruptError):
     """A KV value under a control key is not a ControlSnapshot."""
 
 
-class ControlUnavailableError(ControlError):
+class ControlUnavailableError(ControlError, UnavailableError):
     """NATS refused or did not answer a request (not connected, bucket missing, timeout)."""
 
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(ControlSnapshot)
+_decode = EntryDecoder(ControlSnapshot, CorruptControlError, "control key", "a snapshot")
 
 
-def _decode(entry: _kv.KvEntry) -> ControlSnapshot | None:
-    if entry.value is None:
-        return None
-    try:
-        return _decoder.decode(entry.value)
-    except msgspec.DecodeError as exc:
-        raise CorruptControlError(
-            f"control key {entry.key!r} (revision {entry.revision}) is not a snapshot: {exc}"
-        ) from exc
+class _Contention(ControlContentionError):
+    """What the compare-and-set helper raises; re-raised with the key by the store."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, key="")
 
 
-@contextlib.contextmanager
-def _translated(what: str) -> Iterator[None]:
-    """The one place NATS errors become control-store errors."""
-    try:
-        yield
-    except nats.js.errors.InvalidKeyError as exc:
-        raise ControlError(f"{what}: not a valid KV key") from exc
-    except nats.errors.Error as exc:
-        raise ControlUnavailableError(f"{what}: NATS failed: {exc!r}") from exc
+_KINDS = ErrorKinds(
+    unavailable=ControlUnavailableError, contention=_Contention, invalid_key=ControlError
+)
 
 
 class ControlStore:
@@ -102,20 +95,13 @@ class ControlStore:
 
     def __init__(self, bus: Bus, *, max_attempts: int = 50) -> None:
         self._bus = bus
-        self._bucket = bus.names.bucket(BUCKET_CONTROL)
+        self._kv = Kv(bus, bus.names.bucket(BUCKET_CONTROL), _KINDS)
         self._max_attempts = max_attempts
-        self._kv_handle: KeyValue | None = None
-
-    async def _kv(self) -> KeyValue:
-        if self._kv_handle is None:
-            self._kv_handle = await self._bus.js.key_value(self._bucket)
-        return self._kv_handle
 
     async def load(self, key: str) -> tuple[ControlSnapshot | None, int]:
         """The snapshot under ``key`` (``None`` if none) and the revision to pass to
         :meth:`save` (0 when the key was never written)."""
-        with _translated(f"load control {key!r}"):
-            entry = await _kv.latest(self._bus.js, self._bucket, key)
+        entry = await self._kv.latest(key)
         if entry is None:
             return None, 0
         return _decode(entry), entry.revision
@@ -130,19 +116,14 @@ class ControlStore:
             snapshot, version=snapshot.version + 1, updated_at=time.time()
         )
         data = _encoder.encode(stored)
-        with _translated(f"save control {snapshot.key!r}"):
-            kv = await self._kv()
-            try:
-                if expected_revision == 0:
-                    revision = await kv.create(snapshot.key, data)
-                else:
-                    revision = await kv.update(snapshot.key, data, last=expected_revision)
-            except nats.js.errors.KeyWrongLastSequenceError as exc:
-                raise StaleControlError(
-                    f"control key {snapshot.key!r} is no longer at revision "
-                    f"{expected_revision}: load it again and re-apply the change",
-                    key=snapshot.key,
-                ) from exc
+        try:
+            revision = await self._kv.write(snapshot.key, data, revision=expected_revision)
+        except StaleRevisionError as exc:
+            raise StaleControlError(
+                f"control key {snapshot.key!r} is no longer at revision "
+                f"{expected_revision}: load it again and re-apply the change",
+                key=snapshot.key,
+            ) from exc
         return stored, revision
 
     async def load_or_init(self, key: str, factory: Callable[[], ControlState]) -> ControlSnapshot:
@@ -151,19 +132,37 @@ class ControlStore:
         Race-safe: of several processes calling it at once exactly one creates the snapshot
         and all return that one. Raises ``ControlContentionError`` if the key keeps changing
         between read and create (deleted and re-created) ``max_attempts`` times."""
-        for _ in range(self._max_attempts):
-            snapshot, revision = await self.load(key)
-            if snapshot is not None:
-                return snapshot
-            try:
-                stored, _ = await self.save(ControlSnapshot(key=key, state=factory()), revision)
-            except StaleControlError:
-                continue  # someone else created it first: read theirs
-            return stored
-        raise ControlContentionError(
-            f"control key {key!r}: could not read or create it in {self._max_attempts} tries",
-            key=key,
+        return await self._cas(key, lambda s: s if s is not None else self._stamp(key, factory()))
+
+    @staticmethod
+    def _stamp(
+        key: str, state: ControlState, base: ControlSnapshot | None = None
+    ) -> ControlSnapshot:
+        """``state`` as the next write of ``base`` (a new key's first write without one)."""
+        base = base or ControlSnapshot(key=key, state=state)
+        return msgspec.structs.replace(
+            base, state=state, version=base.version + 1, updated_at=time.time()
         )
+
+    async def _cas(
+        self, key: str, change: Callable[[ControlSnapshot | None], ControlSnapshot | None]
+    ) -> ControlSnapshot:
+        try:
+            cas = await compare_and_set(
+                self._kv,
+                key,
+                change,
+                decode=_decode,
+                encode=_encoder.encode,
+                attempts=self._max_attempts,
+            )
+        except _Contention as exc:
+            raise ControlContentionError(
+                f"control key {key!r}: lost the compare-and-set {self._max_attempts} times in a row",
+                key=key,
+            ) from exc
+        assert cas.value is not None
+        return cas.value
 
     async def update(
         self,
@@ -178,42 +177,27 @@ class ControlStore:
 
         A missing key starts from ``init()`` when given, else raises ``ControlNotFoundError``.
         Raises ``ControlContentionError`` after ``max_attempts`` lost compare-and-sets."""
-        for attempt in range(self._max_attempts):
-            snapshot, revision = await self.load(key)
+
+        def change(snapshot: ControlSnapshot | None) -> ControlSnapshot | None:
             if snapshot is None:
                 if init is None:
                     raise ControlNotFoundError(f"no control snapshot under {key!r}")
-                snapshot = ControlSnapshot(key=key, state=init())
-                state = fn(snapshot.state)
-            else:
-                state = fn(snapshot.state)
-                if state == snapshot.state:
-                    return snapshot
-            try:
-                stored, _ = await self.save(
-                    msgspec.structs.replace(snapshot, state=state), revision
-                )
-            except StaleControlError:
-                await asyncio.sleep(random.uniform(0, 0.001 * 2 ** min(attempt, 5)))
-                continue
-            return stored
-        raise ControlContentionError(
-            f"control key {key!r}: lost the compare-and-set {self._max_attempts} times in a row",
-            key=key,
-        )
+                return self._stamp(key, fn(init()))
+            state = fn(snapshot.state)
+            return snapshot if state == snapshot.state else self._stamp(key, state, snapshot)
+
+        return await self._cas(key, change)
 
     async def all(self, owner: Literal["campaign", "rail", "gateway"]) -> list[ControlSnapshot]:
         """The newest snapshot of every key of one owner (``campaign.*``, ...), by key."""
         pattern = _kv.family(Names.key_control(owner, "x"))
-        with _translated(f"list control {pattern!r}"):
-            entries = await _kv.read(self._bus.js, self._bucket, pattern, history=False)
+        entries = await self._kv.read(pattern, history=False)
         snaps = [s for s in map(_decode, entries) if s is not None]
         return sorted(snaps, key=lambda s: s.key)
 
     async def history(self, key: str) -> list[ControlSnapshot]:
         """Every kept snapshot of ``key`` (the last 32 writes), oldest first."""
-        with _translated(f"history of control {key!r}"):
-            entries = await _kv.read(self._bus.js, self._bucket, key, history=True)
+        entries = await self._kv.read(key, history=True)
         return [s for s in map(_decode, entries) if s is not None]
 
     def watch(self, key: str, *, check_every: float = 1.0) -> _kv.KvWatch[ControlSnapshot]:
@@ -224,4 +208,4 @@ class ControlStore:
                     ...
 
         Re-creates its KV consumer after a reconnect (see :class:`aios_rl.state._kv.KvWatch`)."""
-        return _kv.KvWatch(self._bus, self._bucket, key, _decode, check_every=check_every)
+        return self._kv.watch(key, _decode, check_every=check_every)

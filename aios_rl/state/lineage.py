@@ -25,6 +25,8 @@ import msgspec
 
 from contracts import CheckpointMeta, CheckpointPointers, PointerMove, PointerName
 
+from ._errors import ContentionError, CorruptError, NotFoundError, StateError
+
 __all__ = [
     "POINTER_NAMES",
     "CorruptCheckpointError",
@@ -49,11 +51,11 @@ RollbackTarget = Literal["pre_update_ref", "last_stable"]
 # -- errors -------------------------------------------------------------------------------------
 
 
-class RegistryError(Exception):
+class RegistryError(StateError):
     """Root of every error the checkpoint registry raises."""
 
 
-class UnknownCheckpointError(RegistryError):
+class UnknownCheckpointError(RegistryError, NotFoundError):
     """No checkpoint with this id is stored."""
 
     def __init__(self, checkpoint_id: str) -> None:
@@ -61,7 +63,7 @@ class UnknownCheckpointError(RegistryError):
         self.checkpoint_id = checkpoint_id
 
 
-class CorruptCheckpointError(RegistryError):
+class CorruptCheckpointError(RegistryError, CorruptError):
     """Stored weights or metadata do not match what the registry recorded for them."""
 
 
@@ -77,7 +79,7 @@ class StalePointersError(RegistryError):
         self.current = current
 
 
-class PointerContentionError(StalePointersError):
+class PointerContentionError(StalePointersError, ContentionError):
     """Other writers won the compare-and-set every time the move was tried; nothing was written."""
 
 

@@ -15,9 +15,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import nats.errors
-
 from aios_rl.bus import Bus, BusError, PermanentError, get_logger
+from aios_rl.state import StateError
 from contracts import (
     ComparisonResult,
     Episode,
@@ -186,7 +185,7 @@ def sweep(bus: Bus, settings: ComparisonSettings, state: ComparisonState):
                 pendings = await state.store.pending()
                 now = time.time()
                 await asyncio.gather(*(resolve(p, now) for p in pendings))
-            except (BusError, nats.errors.Error) as exc:
+            except (BusError, StateError) as exc:
                 # NATS unreachable or slow: everything is still in the bucket, try next round.
                 state.counters["sweep_errors"] += 1
                 log.warning("comparison.sweep_failed", error=repr(exc))
