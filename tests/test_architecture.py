@@ -229,3 +229,48 @@ def test_contracts_import_only_msgspec_and_the_standard_library() -> None:
     assert not bad, (
         "contracts/ may import only msgspec and the standard library:\n  " + "\n  ".join(bad)
     )
+
+
+# -- who may speak to NATS directly ---------------------------------------------------------------------
+
+NATS_ROOMS = ("aios_rl/bus/", "aios_rl/state/")
+"""The bus kit and the state room: the only code that imports ``nats``; everything else goes
+through them (typed messages, typed state, one error tree each)."""
+
+
+def nats_imports(tree: ast.Module) -> list[int]:
+    """Lines of every ``import nats...`` / ``from nats... import`` in ``tree``."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(
+            a.name == "nats" or a.name.startswith("nats.") for a in node.names
+        ):
+            lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module is not None
+            and (node.module == "nats" or node.module.startswith("nats."))
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_nats_import_scanner_finds_imports() -> None:
+    src = "import nats\nimport nats.errors as e\nfrom nats.js import api\nimport natsort\nfrom . import nats\n"
+    assert nats_imports(ast.parse(src)) == [1, 2, 3]
+
+
+def test_only_the_bus_kit_and_the_state_room_import_nats() -> None:
+    files = list(python_files("aios_rl", "services"))
+    assert REPO / "aios_rl" / "bus" / "_bus.py" in files, "the scan missed the bus kit"
+    bad = [
+        f"{rel(path)}:{line}"
+        for path in files
+        if not rel(path).startswith(NATS_ROOMS)
+        for line in nats_imports(parse(path))
+    ]
+    assert not bad, (
+        "nats imported outside aios_rl/bus and aios_rl/state (use the kit or the room):\n  "
+        + "\n  ".join(bad)
+    )

@@ -23,6 +23,7 @@ from aios_rl.bus import (
     load_settings,
     provision,
 )
+from aios_rl.envs.runner import RunnerSettings as OrchestratorRunnerSettings
 from contracts import (
     SCHEMA_HEADER,
     ActRequest,
@@ -39,7 +40,6 @@ from contracts import (
     topology,
 )
 from contracts.subjects import BUCKET_COMPARISON, STREAM_DLQ, STREAM_EPISODES, ConsumerSpec
-from services.orchestrator_runner.settings import OrchestratorRunnerSettings
 from services.reward.settings import RewardSettings
 from tests.support import next_item, running, settled_consumer, stored
 
@@ -86,6 +86,28 @@ async def test_publish_durable_is_typed_and_deduplicated(bus: Bus, names: Names)
     assert again == seq, "a republish with the same Nats-Msg-Id must not store a second copy"
     other = await bus.publish_durable(taught(names), episode(2), msg_id="ep-2:taught")
     assert other == seq + 1
+
+
+async def test_read_stream_reads_what_was_stored_when_it_began(bus: Bus, names: Names) -> None:
+    stream = names.stream(STREAM_EPISODES)
+    assert [m async for m in bus.read_stream(stream, taught(names))] == []  # nothing stored
+    seqs = [await bus.publish_durable(taught(names), episode(i)) for i in range(5)]
+    await bus.publish_durable(names.episode("rewarded", "shell"), episode(9))  # other subject
+    got = []
+    async for m in bus.read_stream(stream, names.episode("taught", "*")):
+        got.append(decode(m.data, m.headers, Episode).episode_id)
+        if len(got) == 2:  # published while the read runs: after its end, not read
+            await bus.publish_durable(taught(names), episode(7))
+    assert got == [episode(i).episode_id for i in range(5)]
+    stored = await bus.stored(stream, seqs[3])
+    assert stored is not None and stored.subject == taught(names) and stored.stored_at > 0
+    assert decode(stored.data, stored.headers, Episode) == episode(3)
+    assert await bus.stored(stream, seqs[-1] + 100) is None
+    later = [m async for m in bus.read_stream(stream, taught(names), since=time.time() + 60)]
+    assert later == []
+    with pytest.raises(BusError):
+        async for _ in bus.read_stream("NO_SUCH_STREAM", taught(names)):
+            pass
 
 
 async def test_publish_durable_without_a_stream_is_a_bus_error(bus: Bus, names: Names) -> None:

@@ -9,10 +9,10 @@
 - :func:`run_service`: a service process's entry point
 - :func:`configure_logging`, :func:`get_logger`
 - :class:`ServiceSettings`, :func:`load_settings`
-- errors: :class:`BusError` and its subclasses
+- errors: :class:`BusError` and its subclasses; :class:`ServiceError` for an endpoint's error reply
 """
 
-from ._bus import Bus, connect
+from ._bus import Bus, StoredMessage, connect
 from ._discovery import ServiceView, discover, merge
 from ._errors import (
     BusError,
@@ -22,6 +22,7 @@ from ._errors import (
     ProvisionError,
     RemoteError,
     RequestTimeout,
+    ServiceError,
 )
 from ._logging import configure_logging, get_logger
 from ._provision import provision
@@ -41,8 +42,10 @@ __all__ = [
     "RemoteError",
     "RequestTimeout",
     "Service",
+    "ServiceError",
     "ServiceSettings",
     "ServiceView",
+    "StoredMessage",
     "configure_logging",
     "connect",
     "discover",

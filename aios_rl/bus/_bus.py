@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import nats
 import nats.errors
@@ -22,13 +22,31 @@ from contracts.subjects import MSG_ID_HEADER
 from ._errors import BusError, ConnectError, NoResponders, RemoteError, RequestTimeout
 from ._logging import get_logger
 
-__all__ = ["Bus", "connect"]
+__all__ = ["Bus", "StoredMessage", "connect"]
 
 M = TypeVar("M", bound=Message)
 
 Handler = Callable[[Message | DecodeError, Msg], Awaitable[None]]
 """Gets each message decoded by its schema header (or the ``DecodeError`` that says why it could
 not be), and the raw message."""
+
+_NO_MESSAGE = 10037
+"""JetStream's error code for "no message found" (a missing stream is 10059)."""
+
+STREAM_READ_TIMEOUT_S = 5.0
+"""Longest wait for the next message of a finite stream read (the server holds them already)."""
+
+
+class StoredMessage(NamedTuple):
+    """One message as a stream holds it: decode ``data`` with ``contracts.decode``."""
+
+    seq: int
+    subject: str
+    data: bytes
+    headers: dict[str, str] | None
+    stored_at: float
+    """Unix seconds when the stream stored it."""
+
 
 _ERROR_HEADER = "Nats-Service-Error"
 _ERROR_CODE_HEADER = "Nats-Service-Error-Code"
@@ -122,6 +140,76 @@ class Bus:
         for sub in subs:
             with contextlib.suppress(nats.errors.Error):
                 await sub.unsubscribe()
+
+    async def read_stream(
+        self, stream: str, subject: str, *, since: float | None = None
+    ) -> AsyncIterator[StoredMessage]:
+        """Every message ``stream`` holds on ``subject`` (wildcards allowed), oldest first, from
+        ``since`` (unix seconds; ``None``: the start) up to the last one it held when the read
+        began: a finite read, complete whatever is published meanwhile.
+
+        Raises ``BusError`` when JetStream refuses (no such stream) or stops delivering for
+        ``STREAM_READ_TIMEOUT_S``."""
+        try:
+            last = await self.js.get_msg(stream, subject=subject)
+        except nats.js.errors.NotFoundError as exc:
+            if exc.err_code == _NO_MESSAGE:
+                return  # nothing stored on the subject
+            raise BusError(f"cannot read {subject!r} from stream {stream!r}: {exc!r}") from exc
+        except nats.errors.Error as exc:
+            raise BusError(f"cannot read {subject!r} from stream {stream!r}: {exc!r}") from exc
+        assert last.seq is not None
+        if since is None:
+            config = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL)
+        else:
+            config = api.ConsumerConfig(
+                deliver_policy=api.DeliverPolicy.BY_START_TIME,
+                opt_start_time=dt.datetime.fromtimestamp(since, dt.UTC),
+            )
+        try:
+            sub = await self.js.subscribe(
+                subject, stream=stream, ordered_consumer=True, config=config
+            )
+            info = await sub.consumer_info()
+        except nats.errors.Error as exc:
+            raise BusError(f"cannot read {subject!r} from stream {stream!r}: {exc!r}") from exc
+        try:
+            # A push consumer delivers at once: "nothing pending" after some were delivered
+            # means they are all on their way, not that there are none.
+            if not info.num_pending and not (info.delivered and info.delivered.consumer_seq):
+                return  # nothing stored since ``since``
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=STREAM_READ_TIMEOUT_S)
+                except nats.errors.TimeoutError as exc:
+                    raise BusError(f"stream {stream!r} stopped delivering {subject!r}") from exc
+                meta = msg.metadata
+                yield StoredMessage(
+                    meta.sequence.stream,
+                    msg.subject,
+                    msg.data,
+                    msg.headers,
+                    meta.timestamp.timestamp(),
+                )
+                if meta.sequence.stream >= last.seq or meta.num_pending == 0:
+                    return
+        finally:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+
+    async def stored(self, stream: str, seq: int) -> StoredMessage | None:
+        """The message ``stream`` holds at ``seq`` (a direct get), ``None`` when it holds none
+        there (deleted, trimmed). Raises ``BusError`` when JetStream refuses or fails."""
+        try:
+            raw = await self.js.get_msg(stream, seq, direct=True)
+        except nats.js.errors.NotFoundError as exc:
+            if exc.err_code in (_NO_MESSAGE, None):
+                return None
+            raise BusError(f"cannot read {stream!r} at {seq}: {exc!r}") from exc
+        except nats.errors.Error as exc:
+            raise BusError(f"cannot read {stream!r} at {seq}: {exc!r}") from exc
+        stamp = raw.time.timestamp() if raw.time is not None else 0.0
+        return StoredMessage(raw.seq or seq, raw.subject or "", raw.data or b"", raw.headers, stamp)
 
     async def put_object(self, bucket: str, name: str, data: bytes) -> None:
         """Store ``data`` as ``name`` in the Object Store ``bucket`` (its full name).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from nats.micro.service import ServiceError
+
 __all__ = [
     "BusError",
     "ConnectError",
@@ -10,6 +12,7 @@ __all__ = [
     "ProvisionError",
     "RemoteError",
     "RequestTimeout",
+    "ServiceError",
 ]
 
 
@@ -47,3 +50,9 @@ class RemoteError(BusError):
 
 class PermanentError(BusError):
     """Raised by a handler for input that can never succeed: dead-lettered at once, no retry."""
+
+
+ServiceError.__doc__ = (
+    "Raised by an endpoint handler for an error reply: ``ServiceError(code, description)`` "
+    "(``404``, ``409``, ``503``, ...); the caller's request raises ``RemoteError`` with both."
+)

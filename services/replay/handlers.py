@@ -11,23 +11,22 @@ import time
 from dataclasses import dataclass, field
 
 import msgspec
-import nats.errors
-import nats.js.errors
-from nats.aio.msg import Msg
-from nats.js.kv import KeyValue
-from nats.micro.service import ServiceError
 
-from aios_rl.bus import Bus, PermanentError, get_logger
+from aios_rl.bus import Bus, PermanentError, ServiceError, StoredMessage, get_logger
+from aios_rl.state.checkpoints import (
+    CheckpointRegistry,
+    CorruptCheckpointError,
+    UnknownCheckpointError,
+)
 from contracts import (
     LANES,
-    CheckpointMeta,
     DecodeError,
     Episode,
     ReplayBatch,
     ReplaySampleRequest,
     decode,
 )
-from contracts.subjects import BUCKET_CHECKPOINTS, SCHEMA_HEADER, STREAM_REPLAY
+from contracts.subjects import SCHEMA_HEADER, STREAM_REPLAY
 
 from .logic import (
     TRAINABLE_LANES,
@@ -57,7 +56,6 @@ class _Stored(msgspec.Struct, kw_only=True):
 
 
 _stored_decoder = msgspec.json.Decoder(_Stored)
-_meta_decoder = msgspec.json.Decoder(CheckpointMeta)
 
 
 @dataclass
@@ -78,7 +76,7 @@ class ReplayState:
     checkpoint_seqs: dict[str, int] = field(default_factory=dict)
     """Checkpoint id -> lineage depth, for the checkpoints found in KV (metadata never changes)."""
     trim_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    kv: KeyValue | None = None
+    registry: CheckpointRegistry | None = None
 
 
 def stats(state: ReplayState) -> dict[str, float]:
@@ -161,22 +159,16 @@ def on_compared(bus: Bus, settings: ReplaySettings, state: ReplayState):
 
 async def _checkpoint_seqs(bus: Bus, state: ReplayState, ids: list[str]) -> dict[str, int]:
     """Lineage depth of each checkpoint in ``ids`` found in KV; the others are left out (depth 0)."""
-    if state.kv is None:
-        state.kv = await bus.js.key_value(bus.names.bucket(BUCKET_CHECKPOINTS))
-    kv = state.kv
+    if state.registry is None:
+        state.registry = CheckpointRegistry(bus)
+    registry = state.registry
 
     async def look_up(cid: str) -> None:
         try:
-            key = bus.names.key_checkpoint_meta(cid)
-        except ValueError:
-            return  # not a valid checkpoint id (empty, ...): unknown
-        try:
-            entry = await kv.get(key)
-        except nats.js.errors.KeyNotFoundError:
-            return
-        try:
-            meta = _meta_decoder.decode(entry.value or b"")
-        except msgspec.DecodeError as exc:
+            meta = await registry.meta(cid)
+        except UnknownCheckpointError:
+            return  # not stored, or not a valid checkpoint id (empty, ...): unknown
+        except CorruptCheckpointError as exc:
             get_logger(checkpoint_id=cid).warning("checkpoint_meta_unreadable", error=str(exc))
             return
         state.checkpoint_seqs[cid] = meta.seq
@@ -190,13 +182,12 @@ def sample(bus: Bus, settings: ReplaySettings, state: ReplayState):
     stream = bus.names.stream(STREAM_REPLAY)
 
     async def fetch(entry: IndexEntry) -> Episode | None:
-        try:
-            raw = await bus.js.get_msg(stream, entry.seq, direct=True)
-        except nats.js.errors.NotFoundError:
+        raw = await bus.stored(stream, entry.seq)
+        if raw is None:
             # Trimmed between the plan and the fetch, or dropped by the stream's own limits.
             state.index.remove(entry.seq)
             return None
-        return decode(raw.data or b"", raw.headers, Episode)
+        return decode(raw.data, raw.headers, Episode)
 
     async def answer(req: ReplaySampleRequest) -> ReplayBatch:
         try:
@@ -234,8 +225,8 @@ def rebuild(bus: Bus, settings: ReplaySettings, state: ReplayState):
     stream = bus.names.stream(STREAM_REPLAY)
     log = get_logger(stream=stream)
 
-    def index_one(msg: Msg) -> None:
-        seq = msg.metadata.sequence.stream
+    def index_one(msg: StoredMessage) -> None:
+        seq = msg.seq
         parts = bus.names.strip(msg.subject).split(".")
         lane = parts[1] if len(parts) == 3 else ""
         try:
@@ -262,22 +253,8 @@ def rebuild(bus: Bus, settings: ReplaySettings, state: ReplayState):
     async def run() -> None:
         started = time.monotonic()
         async with asyncio.timeout(settings.rebuild_timeout_s):
-            info = await bus.js.stream_info(stream)
-            if info.state.messages:
-                sub = await bus.js.subscribe(
-                    bus.names.replay("*", "*"), stream=stream, ordered_consumer=True
-                )
-                try:
-                    while True:
-                        try:
-                            msg = await sub.next_msg(timeout=settings.rebuild_timeout_s)
-                        except nats.errors.TimeoutError as exc:
-                            raise TimeoutError("the REPLAY stream stopped delivering") from exc
-                        index_one(msg)
-                        if msg.metadata.num_pending == 0:
-                            break
-                finally:
-                    await sub.unsubscribe()
+            async for msg in bus.read_stream(stream, bus.names.replay("*", "*")):
+                index_one(msg)
             for lane in LANES:
                 await _trim(bus, settings, state, lane)
         state.loaded.set()

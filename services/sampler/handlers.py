@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from nats.micro.service import ServiceError
-
-from aios_rl.bus import PermanentError, get_logger
+from aios_rl.bus import PermanentError, ServiceError, get_logger
 from aios_rl.state.checkpoints import CheckpointRegistry, RegistryError, UnknownCheckpointError
 from aios_rl.student import ActOutput, Decision, Regime, StudentBackend, StudentError, load_student
 from contracts import ActRequest, ActResponse

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
+import contextlib
 import math
 
-import nats.errors
 import torch
-from nats.js import api
-from nats.micro.service import ServiceError
 
-from aios_rl.bus import Bus, BusError, PermanentError, get_logger
+from aios_rl.bus import Bus, BusError, PermanentError, ServiceError, get_logger
 from aios_rl.state.checkpoints import (
     CheckpointRegistry,
     RegistryError,
@@ -76,54 +73,29 @@ class Trainer:
 
     async def read_fresh(self, req: TrainerUpdate) -> list[Episode]:
         """Compared episodes published since ``req.since``, read up to the stream's end as it
-        was when the update began."""
+        was when the update began (at most ``max_episodes``)."""
         names = self.bus.names
-        stream = names.stream(STREAM_EPISODES)
-        last = (await self.bus.js.stream_info(stream)).state.last_seq
-        if last == 0:
-            return []
-        cfg = api.ConsumerConfig(
-            ack_policy=api.AckPolicy.NONE,
-            inactive_threshold=60.0,
-            deliver_policy=api.DeliverPolicy.BY_START_TIME if req.since else api.DeliverPolicy.ALL,
-            opt_start_time=dt.datetime.fromtimestamp(req.since, dt.UTC) if req.since else None,
-        )
-        psub = await self.bus.js.pull_subscribe(
-            names.episode("compared", "*"), stream=stream, config=cfg
-        )
         out: list[Episode] = []
         try:
-            async with asyncio.timeout(self.settings.read_timeout_s):
-                while len(out) < self.settings.max_episodes:
+            stored = self.bus.read_stream(
+                names.stream(STREAM_EPISODES),
+                names.episode("compared", "*"),
+                since=req.since or None,
+            )
+            async with asyncio.timeout(self.settings.read_timeout_s), contextlib.aclosing(stored):
+                async for m in stored:
                     try:
-                        msgs = await psub.fetch(256, timeout=1.0)
-                    except nats.errors.TimeoutError:
-                        break  # nothing more after the start time
-                    if not msgs:
-                        break  # an empty batch (a status reply): nothing more either
-                    done = False
-                    for m in msgs:
-                        if m.metadata.sequence.stream > last:
-                            done = True
-                            break
-                        try:
-                            out.append(decode(m.data, m.headers, Episode))
-                        except DecodeError as exc:
-                            self.log.warning(
-                                "undecodable_episode",
-                                seq=m.metadata.sequence.stream,
-                                error=str(exc),
-                            )
-                        if m.metadata.num_pending == 0 or m.metadata.sequence.stream == last:
-                            done = True
-                    if done:
+                        out.append(decode(m.data, m.headers, Episode))
+                    except DecodeError as exc:
+                        self.log.warning("undecodable_episode", seq=m.seq, error=str(exc))
+                    if len(out) >= self.settings.max_episodes:
                         break
         except TimeoutError as exc:
             raise ServiceError(
                 "504", f"reading episodes took longer than {self.settings.read_timeout_s}s"
             ) from exc
-        finally:
-            await psub.unsubscribe()
+        except BusError as exc:
+            raise ServiceError("503", f"cannot read the episodes: {exc}") from exc
         return out
 
     async def update(self, req: TrainerUpdate) -> TrainerUpdateResult:
