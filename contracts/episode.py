@@ -63,6 +63,9 @@ class TrajectoryStep(msgspec.Struct, frozen=True, kw_only=True):
     replayed: bool = False
     """True when the action came from a branch prefix rather than the policy."""
     step_reward: float = 0.0
+    hidden: list[float] = []
+    """The policy's hidden-state projection at this step, when the job asked for it (RAIL's
+    context); empty otherwise."""
 
 
 class RewardBreakdown(msgspec.Struct, frozen=True, kw_only=True):

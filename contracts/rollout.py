@@ -38,6 +38,9 @@ class RolloutJob(Message, frozen=True, kw_only=True):
     split: str = "train"
     reference_checkpoint: str = ""
     """Copied onto the episode: what comparison measures it against."""
+    want_hidden: bool = False
+    """Ask the sampler for the hidden-state projection at every sampled step (kept on the
+    trajectory for RAIL's context)."""
 
 
 class ActRequest(Message, frozen=True, kw_only=True):

@@ -15,7 +15,7 @@ from typing import Literal
 
 import msgspec
 
-from .vocab import Environment, Lane, Stage
+from .vocab import ENVIRONMENTS, Environment, Lane, Stage
 
 __all__ = [
     "SCHEMA_HEADER",
@@ -25,6 +25,8 @@ __all__ = [
     "ObjectStoreSpec",
     "StreamSpec",
     "Topology",
+    "runner_consumer",
+    "runner_name",
     "topology",
 ]
 
@@ -291,6 +293,28 @@ class Topology(msgspec.Struct, frozen=True, kw_only=True):
 DAY = 86400.0
 
 
+RUNNER_ACK_WAIT_S: dict[str, float] = {"shell": 300.0, "orchestrator": 120.0}
+"""Ack wait of each built-in environment's runner consumer; others get the default below."""
+
+DEFAULT_RUNNER_ACK_WAIT_S = 300.0
+
+
+def runner_name(env: str) -> str:
+    """The deployment and durable consumer of ``env``'s runners: ``<env>-runner``."""
+    return f"{_token(env, 'environment')}-runner"
+
+
+def runner_consumer(names: Names, env: str, ack_wait_s: float | None = None) -> ConsumerSpec:
+    """The durable consumer every replica of ``env``'s runner shares (one per environment)."""
+    return ConsumerSpec(
+        stream=names.stream(STREAM_ROLLOUTS),
+        durable=runner_name(env),
+        filter_subject=names.rollout_job(env),
+        ack_wait_s=ack_wait_s or RUNNER_ACK_WAIT_S.get(env, DEFAULT_RUNNER_ACK_WAIT_S),
+        max_ack_pending=64,
+    )
+
+
 def topology(names: Names) -> Topology:
     """The JetStream resources of the stack under ``names``."""
     episodes = names.stream(STREAM_EPISODES)
@@ -346,30 +370,9 @@ def topology(names: Names) -> Topology:
             ),
             consumer("reward", episodes, names.episode("taught", "*")),
             consumer("comparison", episodes, names.episode("rewarded", "*")),
-            consumer("rail", episodes, names.episode("rewarded", "*")),
             consumer("replay", episodes, names.episode("compared", "*")),
             consumer("campaign", episodes, names.episode("compared", "*")),
-            consumer(
-                "shell-runner",
-                rollouts,
-                names.rollout_job("shell"),
-                ack_wait_s=300.0,
-                max_ack_pending=64,
-            ),
-            consumer(
-                "browser-runner",
-                rollouts,
-                names.rollout_job("browser"),
-                ack_wait_s=300.0,
-                max_ack_pending=64,
-            ),
-            consumer(
-                "orchestrator-runner",
-                rollouts,
-                names.rollout_job("orchestrator"),
-                ack_wait_s=120.0,
-                max_ack_pending=64,
-            ),
+            *(runner_consumer(names, env) for env in ENVIRONMENTS),
         ],
         buckets=[
             BucketSpec(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
+
+import msgspec
 
 __all__ = [
     "ENVIRONMENTS",
@@ -24,9 +26,10 @@ __all__ = [
     "Verdict",
 ]
 
-Environment = Literal["shell", "browser", "orchestrator"]
-"""The kinds of work the student learns. A new environment adds one name here and nothing else in
-the core."""
+Environment = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+"""The name of an environment (``shell``, ``orchestrator``, a user's own): a lower-case token,
+since it is a subject token (``rollout.job.<env>``) and a task-store folder. Which names exist is
+the environment registry's business (``aios_rl.envs.registry``), not the contracts'."""
 
 Outcome = Literal["success", "partial", "failure", "blocked"]
 """How an episode ended, as its environment judged it."""
@@ -64,7 +67,8 @@ Decision = Literal["promote", "hold", "rollback_pre_update", "rollback_last_stab
 PointerName = Literal["active", "pre_update_ref", "last_stable"]
 """The three checkpoint pointers kept in KV ``checkpoints``."""
 
-ENVIRONMENTS: tuple[str, ...] = get_args(Environment)
+ENVIRONMENTS: tuple[str, ...] = ("shell", "orchestrator")
+"""The built-in environments the stack deploys a runner for (``<env>-runner``)."""
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 STAGES: tuple[str, ...] = get_args(Stage)
 LANES: tuple[str, ...] = get_args(Lane)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from aios_rl.bus import Bus, discover
+from aios_rl.envs.shell.store import ShellTaskStore
+from aios_rl.envs.shell.verify import task_id_of
 from contracts import (
     CandidateEdit,
     Episode,
@@ -29,7 +29,6 @@ from contracts import (
     Timings,
     TrajectoryStep,
 )
-from contracts.subjects import OBJECTS_TASKS
 
 FIX = "edit stack.py: `return self.items[-2]` -> `return self.items[-1]`"
 WRONG = "edit stack.py: `self.items.append(x)` -> `self.items.insert(0, x)`"
@@ -37,22 +36,25 @@ TEST_EDIT = "edit test_stack.py: `assert s.pop() == 3` -> `assert s.pop() == 2`"
 RUN = "run the tests"
 SUBMIT = "submit"
 
+_FILES = {
+    "stack.py": (
+        "class Stack:\n    def __init__(self):\n        self.items = []\n\n"
+        "    def push(self, x):\n        self.items.append(x)\n\n"
+        "    def pop(self):\n        return self.items[-2]\n"
+    ),
+    "test_stack.py": (
+        "from stack import Stack\n\n\ndef test_pop():\n    s = Stack()\n"
+        "    s.push(2)\n    s.push(3)\n    assert s.pop() == 3\n"
+    ),
+}
+_TEST_COMMAND = ["{python}", "-m", "pytest", "-q"]
+
 TASK = ShellTask(
-    task_id="stack-off-by-one-0001",
+    task_id=task_id_of(_FILES, _TEST_COMMAND),  # a content address, as every stored task's
     family="stack",
     statement="The stack's pop() returns the wrong element. Make the tests pass.",
-    files={
-        "stack.py": (
-            "class Stack:\n    def __init__(self):\n        self.items = []\n\n"
-            "    def push(self, x):\n        self.items.append(x)\n\n"
-            "    def pop(self):\n        return self.items[-2]\n"
-        ),
-        "test_stack.py": (
-            "from stack import Stack\n\n\ndef test_pop():\n    s = Stack()\n"
-            "    s.push(2)\n    s.push(3)\n    assert s.pop() == 3\n"
-        ),
-    },
-    test_command=["{python}", "-m", "pytest", "-q"],
+    files=_FILES,
+    test_command=_TEST_COMMAND,
     test_files=["test_stack.py"],
     failing_tests=["test_stack.py::test_pop"],
     candidate_edits=[
@@ -84,9 +86,9 @@ TASK = ShellTask(
 
 
 async def store_task(bus: Bus, task: ShellTask = TASK) -> None:
-    """Put ``task`` where the shell environment keeps it: Object Store ``tasks``."""
-    obs = await bus.js.object_store(bus.names.bucket(OBJECTS_TASKS))
-    await obs.put(Names.object_task("shell", task.task_id), msgspec.json.encode(task))
+    """Put ``task`` where the shell environment keeps it: the task store (Object Store
+    ``tasks``)."""
+    await ShellTaskStore(bus).put(task)
 
 
 def shell_episode(

@@ -321,7 +321,7 @@ async def test_publish_validates_and_publishes_durably(
 async def test_shell_benchmark_generate_stores_verified_tasks(
     bus: Bus, nats_url: str, names: Names, tmp_path: Path
 ) -> None:
-    from aios_rl.envs.store import list_task_ids
+    from aios_rl.state.tasks import task_ids as list_task_ids
 
     code, out, err = await _run(
         "shell",

@@ -53,6 +53,8 @@ def _value(info: mi.Type, *, full: bool) -> Any:
                 if f.required or full:
                     out[f.encode_name] = _value(f.type, full=full)
             return out
+        case mi.StrType() if info.pattern is not None:
+            return "shell"  # the one constrained string: an environment name
         case mi.StrType():
             return "s1" if full else ""
         case mi.BoolType():
@@ -167,7 +169,12 @@ def test_decode_any_unknown_schema() -> None:
             b'{"episode_id": 7, "environment": "shell", "task_id": "t"}', id="wrong-field-type"
         ),
         pytest.param(
-            b'{"episode_id": "e", "environment": "mars", "task_id": "t"}', id="not-in-vocabulary"
+            b'{"episode_id": "e", "environment": "shell", "task_id": "t", "outcome": "mars"}',
+            id="not-in-vocabulary",
+        ),
+        pytest.param(
+            b'{"episode_id": "e", "environment": "Mars Rover!", "task_id": "t"}',
+            id="not-an-environment-name"
         ),
         pytest.param(
             b'{"episode_id": "e", "environment": "shell", "task_id": "t", "env_reward": null}',
@@ -389,7 +396,6 @@ DECLARED_DURABLES = {
     "teacher-gateway": ("EPISODES", "episode.completed.*"),
     "reward": ("EPISODES", "episode.taught.*"),
     "comparison": ("EPISODES", "episode.rewarded.*"),
-    "rail": ("EPISODES", "episode.rewarded.*"),
     "replay": ("EPISODES", "episode.compared.*"),
     "campaign": ("EPISODES", "episode.compared.*"),
     **{f"{env}-runner": ("ROLLOUTS", f"rollout.job.{env}") for env in contracts.ENVIRONMENTS},

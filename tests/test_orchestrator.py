@@ -15,7 +15,8 @@ from aios_rl.envs.orchestrator.tasks import (
     generate,
     outcome_of,
 )
-from aios_rl.envs.store import TaskNotFound, get_task, list_task_ids, put_tasks
+from aios_rl.envs.registry import task_store
+from aios_rl.state.tasks import UnknownTaskError as TaskNotFound
 from contracts import Episode, Names, OrchestratorTask, RolloutJob
 
 from .support import running
@@ -78,23 +79,27 @@ def test_outcomes_and_generation() -> None:
 
 async def test_task_store_round_trip(bus: Bus) -> None:
     tasks = generate(12)
-    index = await put_tasks(bus, "orchestrator", "train", tasks)
+    store = task_store(bus, "orchestrator")
+    await store.put_all(tasks)
+    index = await store.index("train")
     assert sorted(index.task_ids) == sorted(t.task_id for t in tasks)
-    again = await put_tasks(bus, "orchestrator", "train", generate(14))
+    await store.put_all(generate(14))
+    again = await store.index("train")
     assert len(again.task_ids) == 14
-    assert await list_task_ids(bus, "orchestrator", "train") == again.task_ids
-    assert await get_task(bus, "orchestrator", tasks[3].task_id, OrchestratorTask) == tasks[3]
+    assert await store.list("train") == again.task_ids
+    assert again.task_ids[:12] == [t.task_id for t in tasks]  # in the order they were added
+    assert await store.get(tasks[3].task_id) == tasks[3]
     with pytest.raises(TaskNotFound):
-        await get_task(bus, "orchestrator", "0" * 16, OrchestratorTask)
-    with pytest.raises(TaskNotFound):
-        await list_task_ids(bus, "orchestrator", "heldout")
+        await store.get("0" * 16)
+    assert await store.list("heldout") == []
 
 
 async def test_runner_runs_jobs_and_a_broken_job_is_blocked_not_lost(
     bus: Bus, nats_url: str, names: Names
 ) -> None:
-    from services.orchestrator_runner.main import build as build_runner
-    from services.orchestrator_runner.settings import OrchestratorRunnerSettings
+    from aios_rl.envs import registry
+    from aios_rl.envs.runner import RunnerSettings
+    from services.runner.main import build as build_runner
     from services.sampler.main import build as build_sampler
     from services.sampler.settings import SamplerSettings
     from services.trainer.main import build as build_trainer
@@ -104,9 +109,10 @@ async def test_runner_runs_jobs_and_a_broken_job_is_blocked_not_lost(
     trainer_svc, trainer = build_trainer(bus, TrainerServiceSettings(**common))
     await trainer.ensure_initial()
     sampler_svc, _ = build_sampler(bus, SamplerSettings(**common))
-    runner_svc, _ = build_runner(bus, OrchestratorRunnerSettings(**common))
+    spec = registry.get("orchestrator")
+    runner_svc, _ = build_runner(bus, spec, RunnerSettings(env="orchestrator", **common))
     tasks = generate(3)
-    await put_tasks(bus, "orchestrator", "train", tasks)
+    await task_store(bus, "orchestrator").put_all(tasks)
     got: dict[str, Episode] = {}
     done = asyncio.Event()
 

@@ -19,11 +19,11 @@ import pytest
 
 from aios_rl.bus import Bus, connect, discover
 from aios_rl.envs.orchestrator import generate
+from aios_rl.envs.registry import task_store
 from aios_rl.envs.shell.episode import SUBMIT
 from aios_rl.envs.shell.generate import generate as generate_shell
-from aios_rl.envs.shell.store import TaskStore
+from aios_rl.envs.shell.store import ShellTaskStore as TaskStore
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
-from aios_rl.envs.store import put_tasks
 from aios_rl.stack import SERVICES
 from aios_rl.stack.natsd import free_port
 from aios_rl.state.ledger import Ledger
@@ -104,7 +104,7 @@ async def test_killing_campaign_runner_and_trainer_mid_epoch_loses_and_duplicate
                     v.name for v in await discover(bus.nc, namespace="", window=0.2)
                 }:
                     pass  # each discovery round waits for replies
-            await put_tasks(bus, "orchestrator", "train", generate(40))
+            await task_store(bus, "orchestrator").put_all(generate(40))
             shell_tasks = await asyncio.to_thread(
                 generate_shell, 12, 0, "train", cache=RunCache(default_cache_dir())
             )

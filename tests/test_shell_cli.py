@@ -8,7 +8,7 @@ from rich.console import Console
 
 from aios_rl.bus import Bus
 from aios_rl.cli.shell import ensure_tasks, resolve
-from aios_rl.envs.shell.store import TaskStore
+from aios_rl.envs.shell.store import ShellTaskStore as TaskStore
 from aios_rl.stack.embedded import StackError, wait_for_services
 from aios_rl.state.checkpoints import CheckpointRegistry
 

@@ -17,15 +17,15 @@ import msgspec
 import pytest
 
 from aios_rl.bus import Bus, Service, connect
+from aios_rl.envs import registry
+from aios_rl.envs.shell.adapter import ShellRunnerSettings, work_root
 from aios_rl.envs.shell.episode import SUBMIT
 from aios_rl.envs.shell.generate import generate
-from aios_rl.envs.shell.store import TaskStore
+from aios_rl.envs.shell.store import ShellTaskStore as TaskStore
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir, task_id_of
 from contracts import ActRequest, ActResponse, Episode, Names, RolloutJob, ShellTask
 from contracts.subjects import STREAM_ROLLOUTS
-from services.shell_runner.handlers import work_root
-from services.shell_runner.main import build
-from services.shell_runner.settings import ShellRunnerSettings
+from services.runner.main import build as build_runner
 
 from .support import running, settled_consumer
 
@@ -103,6 +103,11 @@ def tasks() -> dict[str, list[ShellTask]]:
     are cached on disk across runs; ``test_shell_tasks`` re-verifies generated tasks)."""
     cache = RunCache(default_cache_dir())
     return {split: generate(50, 11, split, cache=cache) for split in ("train", "heldout")}
+
+
+def build(bus: Bus, settings: ShellRunnerSettings):  # type: ignore[no-untyped-def]
+    """The one runner service, run for the shell environment."""
+    return build_runner(bus, registry.get("shell"), settings)
 
 
 def settings(bus: Bus, **kw: object) -> ShellRunnerSettings:

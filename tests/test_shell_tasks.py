@@ -27,13 +27,8 @@ from aios_rl.envs.shell.generate import (
     split_of,
 )
 from aios_rl.envs.shell.realcode import FAST_MODULES, generate_real, prepare
-from aios_rl.envs.shell.store import (
-    CorruptTaskError,
-    TaskStore,
-    UnknownTaskError,
-    read_dir,
-    write_dir,
-)
+from aios_rl.envs.shell.store import ShellTaskStore as TaskStore
+from aios_rl.envs.shell.store import read_dir, write_dir
 from aios_rl.envs.shell.verify import (
     EditError,
     Job,
@@ -45,6 +40,7 @@ from aios_rl.envs.shell.verify import (
     run_many,
     task_id_of,
 )
+from aios_rl.state.tasks import CorruptTaskError, UnknownTaskError
 from contracts import CandidateEdit, Names, ShellTask
 from contracts.subjects import OBJECTS_TASKS
 

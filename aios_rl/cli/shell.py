@@ -26,7 +26,7 @@ from contracts import CampaignSpec, Episode, TrainerSettings
 
 from ..bus import Bus
 from ..envs.shell.generate import GenerationError, generate
-from ..envs.shell.store import TaskStore
+from ..envs.shell.store import ShellTaskStore
 from ..envs.shell.verify import RunCache, default_cache_dir
 from ..stack.embedded import StackError, active_checkpoint, stack
 from ..state.checkpoints import CheckpointRegistry, UnknownCheckpointError
@@ -146,7 +146,7 @@ async def ensure_tasks(
     bus: Bus, split: str, count: int, console: Console, *, seed: int = 0
 ) -> list[str]:
     """The first ``count`` task ids of ``split``, generating and storing what is missing."""
-    store = TaskStore(bus)
+    store = ShellTaskStore(bus)
     ids = await store.list(split)
     if len(ids) < count:
         console.print(

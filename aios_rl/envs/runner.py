@@ -1,28 +1,27 @@
-"""What every environment runner shares: its settings, the episode it makes of a job, and how
-that episode is published (durably, de-duplicated, before the job is acked)."""
+"""What the one runner (``services/runner``) is configured with, for every environment, and the
+episode it makes of a job. Pure: no NATS."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from aios_rl.bus import Bus, Service, ServiceSettings
-from contracts import Episode, Outcome, RolloutJob, Timings, TrajectoryStep
+from aios_rl.bus import ServiceSettings
+from contracts import Episode, EvidenceRef, Outcome, RolloutJob, Timings, TrajectoryStep
 
-__all__ = [
-    "RunnerSettings",
-    "completed_episode",
-    "publish_completed",
-    "publish_episode",
-    "runner_service",
-]
+__all__ = ["RunnerSettings", "completed_episode"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunnerSettings(ServiceSettings):
-    """Settings every runner has."""
+    """Settings every runner has, whatever its environment (an environment's adapter may add
+    its own fields in a subclass)."""
 
+    env: str = ""
+    """The environment this runner runs (a name in ``aios_rl.envs.registry``); required."""
+    env_module: str = ""
+    """A module to import first, for an environment of your own that registers itself there
+    (``aios_rl.envs.registry.register``)."""
     concurrency: int = 8
     """Episodes run at once by one replica."""
     act_timeout_s: float = 30.0
@@ -34,7 +33,16 @@ class RunnerSettings(ServiceSettings):
     at start and other services' start-ups keep it; at 0 the runner restores the contract's. At
     least 1 s."""
 
+    max_steps: int = 16
+    """Most actions an episode may take (a job's ``max_steps`` is capped by this)."""
+    task_cache: int = 512
+    """Tasks kept decoded in memory."""
+
     def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {self.max_steps}.")
+        if self.task_cache < 1:
+            raise ValueError(f"task_cache must be at least 1, got {self.task_cache}.")
         if self.ack_wait_s != 0 and not self.ack_wait_s >= 1.0:
             raise ValueError(
                 f"ack_wait_s must be 0 (the contract's) or at least 1 second, got {self.ack_wait_s}."
@@ -52,6 +60,7 @@ def completed_episode(
     reward: float,
     info: dict[str, str],
     started: float,
+    evidence: list[EvidenceRef] | None = None,
 ) -> Episode:
     """The episode a runner made of ``job`` (ids, group, role, seed, regime, branch and reference
     carried over from the job)."""
@@ -74,68 +83,5 @@ def completed_episode(
         timings=Timings(started_at=started, finished_at=now, stages={"completed": now}),
         info=info,
         reference_checkpoint=job.reference_checkpoint,
+        evidence=list(evidence or []),
     )
-
-
-async def publish_completed(bus: Bus, ep: Episode) -> None:
-    """Publish ``ep`` on ``episode.completed.<env>`` (de-duplicated by its id: a job redelivered
-    after a crash publishes the same episode again harmlessly). Ack the job after this."""
-    await bus.publish_durable(
-        bus.names.episode("completed", ep.environment), ep, msg_id=f"{ep.episode_id}:completed"
-    )
-
-
-async def publish_episode(
-    bus: Bus,
-    job: RolloutJob,
-    *,
-    checkpoint: str,
-    trajectory: list[TrajectoryStep],
-    outcome: Outcome,
-    reward: float,
-    info: dict[str, str],
-    started: float,
-) -> Episode:
-    """:func:`completed_episode`, then :func:`publish_completed`: what a runner does last, before
-    the kit acks the job. Returns the episode."""
-    ep = completed_episode(
-        job,
-        checkpoint=checkpoint,
-        trajectory=trajectory,
-        outcome=outcome,
-        reward=reward,
-        info=info,
-        started=started,
-    )
-    await publish_completed(bus, ep)
-    return ep
-
-
-def runner_service(
-    bus: Bus,
-    settings: RunnerSettings,
-    *,
-    name: str,
-    version: str,
-    description: str,
-    run: Callable[[RolloutJob], Awaitable[None]],
-    stats: Callable[[], dict[str, float]],
-) -> Service:
-    """A runner's service: the shared durable consumer ``name`` (as declared in the topology) fed
-    to ``run`` with the settings' concurrency and ack wait, and ``stats`` on the stats endpoint."""
-    svc = Service(
-        bus,
-        name=name,
-        version=version,
-        shutdown_grace_s=settings.shutdown_grace_s,
-        description=description,
-    )
-    svc.consume(
-        name,
-        RolloutJob,
-        run,
-        concurrency=settings.concurrency,
-        ack_wait_s=settings.ack_wait_s or None,
-    )
-    svc.stats(stats)
-    return svc

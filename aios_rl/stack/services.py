@@ -41,15 +41,18 @@ SERVICES: tuple[ServiceEntry, ...] = (
     ServiceEntry(
         "sampler", "services.sampler", "serves the student on policy.act with dynamic batching"
     ),
+    # One runner program, deployed once per environment (each scaled on its own).
     ServiceEntry(
         "shell-runner",
-        "services.shell_runner",
+        "services.runner",
         "runs shell bug-fix episodes: each action asked of the sampler, commands in the sandbox",
+        args=("--env", "shell"),
     ),
     ServiceEntry(
         "orchestrator-runner",
-        "services.orchestrator_runner",
+        "services.runner",
         "runs orchestrator decision episodes (dispatch, preflight, clarity)",
+        args=("--env", "orchestrator"),
     ),
     ServiceEntry(
         "teacher-gateway",

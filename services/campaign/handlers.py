@@ -12,13 +12,20 @@ import time
 from collections.abc import Callable
 
 import msgspec
-import nats.js.errors
-from nats.micro.service import ServiceError
 
-from aios_rl.bus import Bus, BusError, NoResponders, RemoteError, RequestTimeout, get_logger
+from aios_rl.bus import (
+    Bus,
+    BusError,
+    NoResponders,
+    RemoteError,
+    RequestTimeout,
+    ServiceError,
+    get_logger,
+)
 from aios_rl.state.checkpoints import CheckpointRegistry, InvalidMoveError, StalePointersError
 from aios_rl.state.control import ControlStore
 from aios_rl.state.ledger import Ledger
+from aios_rl.state.tasks import task_ids
 from contracts import (
     CampaignState,
     CampaignStatus,
@@ -32,11 +39,9 @@ from contracts import (
     StartCampaign,
     StatusCampaign,
     StopCampaign,
-    TaskIndex,
     TrainerUpdate,
     TrainerUpdateResult,
 )
-from contracts.subjects import OBJECTS_TASKS
 
 from .logic import decide, group_id, plan_jobs, sample_tasks
 from .settings import CampaignSettings
@@ -209,13 +214,7 @@ class Campaigns:
             )
 
     async def _task_ids(self, env: str, split: str) -> list[str]:
-        store = await self.bus.js.object_store(self.bus.names.bucket(OBJECTS_TASKS))
-        try:
-            obj = await store.get(Names.object_task_index(env, split))
-        except nats.js.errors.ObjectNotFoundError:
-            return []
-        index = msgspec.json.decode(obj.data or b"{}", type=TaskIndex)
-        return list(index.task_ids)
+        return await task_ids(self.bus, env, split)
 
     async def collect(self, state: CampaignState) -> None:
         spec = state.spec

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import msgspec
-import nats.js.errors
-from nats.micro.service import ServiceError
-
-from aios_rl.bus import Bus, PermanentError, get_logger
-from aios_rl.state._objects import ObjectReadError, read_object
+from aios_rl.bus import Bus, PermanentError, ServiceError, get_logger
+from aios_rl.envs.shell.store import ShellTaskStore
+from aios_rl.state.tasks import CorruptTaskError, TaskStoreUnavailableError, UnknownTaskError
 from contracts import Names, ShellTask, TeacherRequest, TeacherSignal
-from contracts.subjects import OBJECTS_TASKS
 
 from .logic import judge, not_judged
 from .settings import OracleSettings
-
-_task_decoder = msgspec.json.Decoder(ShellTask)
 
 
 class Oracle:
@@ -24,6 +18,7 @@ class Oracle:
 
     def __init__(self, bus: Bus, settings: OracleSettings) -> None:
         self.bus = bus
+        self.store = ShellTaskStore(bus)
         self.tasks: OrderedDict[str, ShellTask] = OrderedDict()
         self.capacity = settings.task_cache_size
         self.answered = 0
@@ -31,31 +26,28 @@ class Oracle:
         self.log = get_logger()
 
     async def task(self, task_id: str) -> ShellTask:
-        """The shell task ``task_id`` from the Object Store (decoded once, then cached).
+        """The shell task ``task_id`` from the task store (decoded and checked once, then cached).
 
-        Raises ``PermanentError`` for an id that cannot name an object or an object that is not a
-        ``ShellTask``, ``ServiceError`` 404 when no such task is stored and 503 when its chunks
-        do not add up."""
+        Raises ``PermanentError`` for an id that cannot name a task or a stored task that is
+        corrupt (does not decode, or does not match its id), ``ServiceError`` 404 when no such
+        task is stored and 503 when the store is unreachable."""
         cached = self.tasks.get(task_id)
         if cached is not None:
             self.tasks.move_to_end(task_id)
             return cached
         try:
-            name = Names.object_task("shell", task_id)
-        except ValueError as exc:
+            Names.object_task("shell", task_id)
+        except ValueError as exc:  # not even a valid id: asking again cannot help
             raise PermanentError(str(exc)) from exc
         try:
-            # read_object, not ObjectStore.get: get can hand back a partial object under load.
-            data = await read_object(self.bus.js, self.bus.names.bucket(OBJECTS_TASKS), name)
-        except nats.js.errors.NotFoundError as exc:
+            task = await self.store.get(task_id)
+        except UnknownTaskError as exc:
             self.missing_tasks += 1
             raise ServiceError("404", f"no shell task {task_id} in the tasks store") from exc
-        except ObjectReadError as exc:
+        except TaskStoreUnavailableError as exc:
             raise ServiceError("503", str(exc)) from exc
-        try:
-            task = _task_decoder.decode(data)
-        except msgspec.DecodeError as exc:
-            raise PermanentError(f"object {name} is not a ShellTask: {exc}") from exc
+        except CorruptTaskError as exc:
+            raise PermanentError(f"stored task {task_id} is not a ShellTask: {exc}") from exc
         self.tasks[task_id] = task
         while len(self.tasks) > self.capacity:
             self.tasks.popitem(last=False)

@@ -24,7 +24,16 @@ from collections.abc import Iterator
 
 from contracts import OrchestratorTask, Outcome
 
-__all__ = ["CLARITY", "DISPATCH", "PREFLIGHT", "all_tasks", "generate", "outcome_of", "split_of"]
+__all__ = [
+    "CLARITY",
+    "DISPATCH",
+    "PREFLIGHT",
+    "all_tasks",
+    "generate",
+    "outcome_of",
+    "split_of",
+    "task_id_of",
+]
 
 DISPATCH = ("dispatch to a subagent", "dry-run it first", "ask a human to approve")
 PREFLIGHT = ("pass the change", "block the change")
@@ -87,7 +96,7 @@ def _task(
     acceptable: tuple[str, ...],
     why: str,
 ) -> OrchestratorTask:
-    task_id = hashlib.sha256(f"{kind}\n{observation}".encode()).hexdigest()[:16]
+    task_id = _content_id(kind, observation)
     return OrchestratorTask(
         task_id=task_id,
         split=split_of(task_id),
@@ -98,6 +107,15 @@ def _task(
         acceptable=list(acceptable),
         rationale=why,
     )
+
+
+def _content_id(kind: str, observation: str) -> str:
+    return hashlib.sha256(f"{kind}\n{observation}".encode()).hexdigest()[:16]
+
+
+def task_id_of(task: OrchestratorTask) -> str:
+    """The content address of ``task`` (what its ``task_id`` must be)."""
+    return _content_id(task.kind, task.observation)
 
 
 def split_of(task_id: str) -> str:

@@ -19,8 +19,9 @@ from typing import Literal
 from aios_rl.bus import connect, provision
 from contracts import Names, ShellTask
 
+from ...state.tasks import PutResult
 from .generate import generate
-from .store import PutResult, TaskStore, write_dir
+from .store import ShellTaskStore, write_dir
 from .verify import RunCache, default_cache_dir
 
 __all__ = ["BenchmarkSummary", "benchmark_generate", "store_tasks"]
@@ -67,7 +68,7 @@ async def store_tasks(
     Raises ``ConnectError`` when no server answers, ``TaskStoreError`` when storing fails."""
     async with connect(nats_url, name="shell-benchmark-generate", names=Names(namespace)) as bus:
         await provision(bus)
-        return await TaskStore(bus).put_all(tasks)
+        return await ShellTaskStore(bus).put_all(tasks)
 
 
 def benchmark_generate(

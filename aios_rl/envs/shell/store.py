@@ -1,13 +1,9 @@
-"""Shell tasks in the Object Store ``tasks``, and on disk.
+"""Shell tasks in the Object Store ``tasks`` (through the one task store,
+:mod:`aios_rl.state.tasks`), and on disk.
 
-**Object Store.** A task is the object ``shell/<task_id>.json`` (:meth:`Names.object_task`): its
-contract JSON, with the schema name in the object's headers. The id is a content address (of
-the files and the test command), so a put of an id already stored is a no-op: the first stored
-version of a task wins, whatever statement or edit order a later generation run gave it. Each
-split has an index object ``shell/index-<split>.json`` (:meth:`Names.object_task_index`), a
-:class:`~contracts.TaskIndex` whose ids keep the order they were added in. Updating an index is
-read-merge-write without a compare-and-set (the Object Store has none): one writer per split at
-a time, which is how ``benchmark-generate`` uses it.
+**Object Store.** :class:`ShellTaskStore` is the task store typed for shell tasks: a task's id is
+the content address of its files and test command (checked on every put and get); each split's
+index keeps the order ids were added in.
 
 **Directory.** :func:`write_dir` lays tasks out for people to read, and :func:`read_dir` loads
 them back::
@@ -20,199 +16,36 @@ them back::
 
 from __future__ import annotations
 
-import contextlib
-import io
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 import msgspec
-import nats.errors
-import nats.js.errors
-from nats.js import api
-from nats.js.object_store import ObjectStore
 
 from aios_rl.bus import Bus
-from contracts import SCHEMA_HEADER, DecodeError, Names, ShellTask, TaskIndex, decode, encode
-from contracts.subjects import OBJECTS_TASKS
+from contracts import ShellTask, TaskIndex
 
+from ...state.tasks import TaskKind, TaskStore, decode_task
 from .verify import materialize, task_id_of
 
-__all__ = [
-    "CorruptTaskError",
-    "PutResult",
-    "TaskStore",
-    "TaskStoreError",
-    "TaskStoreUnavailableError",
-    "UnknownTaskError",
-    "read_dir",
-    "write_dir",
-]
+__all__ = ["SHELL_TASKS", "ShellTaskStore", "read_dir", "shell_task_id", "write_dir"]
 
 ENVIRONMENT = "shell"
 
 
-class TaskStoreError(Exception):
-    """Root of the task store's errors."""
+def shell_task_id(task: ShellTask) -> str:
+    """The content address of a shell task (its files and test command)."""
+    return task_id_of(task.files, task.test_command)
 
 
-class UnknownTaskError(TaskStoreError, KeyError):
-    """No task is stored under this id."""
+SHELL_TASKS = TaskKind(ENVIRONMENT, ShellTask, shell_task_id)
+"""Shell tasks as the task store knows them."""
 
 
-class CorruptTaskError(TaskStoreError):
-    """A stored task does not decode, or its content does not match its id."""
-
-
-class TaskStoreUnavailableError(TaskStoreError):
-    """NATS failed while reading or writing the store."""
-
-
-class PutResult(NamedTuple):
-    """What :meth:`TaskStore.put_all` did."""
-
-    stored: int
-    """Tasks uploaded."""
-    existing: int
-    """Tasks already stored (left as they were)."""
-    indexed: dict[str, int]
-    """Split -> ids added to its index."""
-
-
-@contextlib.contextmanager
-def _translated(what: str) -> Iterator[None]:
-    try:
-        yield
-    except (nats.errors.Error, TimeoutError, OSError) as exc:
-        if isinstance(exc, nats.js.errors.NotFoundError):
-            raise
-        raise TaskStoreUnavailableError(f"{what}: NATS failed: {exc!r}") from exc
-
-
-def _decode_task(data: bytes, task_id: str) -> ShellTask:
-    try:
-        task = decode(data, {SCHEMA_HEADER: ShellTask.SCHEMA}, ShellTask)
-    except DecodeError as exc:
-        raise CorruptTaskError(f"task {task_id}: {exc}") from exc
-    if task.task_id != task_id or task_id_of(task.files, task.test_command) != task_id:
-        raise CorruptTaskError(
-            f"task {task_id}: stored content does not match its id (holds {task.task_id})"
-        )
-    return task
-
-
-class TaskStore:
-    """Shell tasks in the stack's ``tasks`` Object Store (under ``bus.names``, provisioned).
-
-    Every method may raise :class:`TaskStoreUnavailableError` when NATS fails."""
+class ShellTaskStore(TaskStore[ShellTask]):
+    """Shell tasks in the stack's ``tasks`` Object Store (under ``bus.names``, provisioned)."""
 
     def __init__(self, bus: Bus) -> None:
-        self._bus = bus
-        self._bucket = bus.names.bucket(OBJECTS_TASKS)
-        self._obs: ObjectStore | None = None
-
-    async def _store(self) -> ObjectStore:
-        if self._obs is None:
-            with _translated(f"open object store {self._bucket}"):
-                self._obs = await self._bus.js.object_store(self._bucket)
-        return self._obs
-
-    async def _read(self, name: str) -> bytes | None:
-        obs = await self._store()
-        sink = io.BytesIO()
-        with _translated(f"read {name}"):
-            try:
-                # writeinto: nats-py otherwise concatenates bytes chunk by chunk (quadratic).
-                await obs.get(name, writeinto=sink)
-            except nats.js.errors.NotFoundError:
-                return None
-        return sink.getvalue()
-
-    async def _exists(self, name: str) -> bool:
-        obs = await self._store()
-        with _translated(f"look up {name}"):
-            try:
-                info = await obs.get_info(name)
-            except nats.js.errors.NotFoundError:
-                return False
-        return not info.deleted
-
-    async def _write(self, name: str, data: bytes, schema: str) -> None:
-        obs = await self._store()
-        meta = api.ObjectMeta(name=name, headers={SCHEMA_HEADER: schema})
-        with _translated(f"write {name}"):
-            await obs.put(name, data, meta=meta)
-
-    async def put(self, task: ShellTask) -> bool:
-        """Store ``task`` under its id unless it is already stored; ``True`` when it uploaded.
-
-        Raises ``CorruptTaskError`` when ``task.task_id`` is not its content address. Does not
-        touch the split's index (see :meth:`put_all`, :meth:`add_to_index`)."""
-        if task_id_of(task.files, task.test_command) != task.task_id:
-            raise CorruptTaskError(f"task {task.task_id}: its id is not its content address")
-        name = Names.object_task(ENVIRONMENT, task.task_id)
-        if await self._exists(name):
-            return False
-        data, _ = encode(task)
-        await self._write(name, data, ShellTask.SCHEMA)
-        return True
-
-    async def get(self, task_id: str) -> ShellTask:
-        """The task stored under ``task_id``. Raises ``UnknownTaskError``, and
-        ``CorruptTaskError`` when it does not decode or does not match its id."""
-        try:
-            name = Names.object_task(ENVIRONMENT, task_id)
-        except ValueError:  # not even a valid id
-            raise UnknownTaskError(task_id) from None
-        data = await self._read(name)
-        if data is None:
-            raise UnknownTaskError(task_id)
-        return _decode_task(data, task_id)
-
-    async def index(self, split: str) -> TaskIndex:
-        """The split's index (empty if none was written). Raises ``CorruptTaskError`` when the
-        index object does not decode."""
-        name = Names.object_task_index(ENVIRONMENT, split)
-        data = await self._read(name)
-        if data is None:
-            return TaskIndex(environment=ENVIRONMENT, split=split)
-        try:
-            return decode(data, {SCHEMA_HEADER: TaskIndex.SCHEMA}, TaskIndex)
-        except DecodeError as exc:
-            raise CorruptTaskError(f"index of split {split!r}: {exc}") from exc
-
-    async def list(self, split: str) -> list[str]:
-        """The ids of ``split``'s tasks, in the order they were indexed."""
-        return list((await self.index(split)).task_ids)
-
-    async def add_to_index(self, split: str, task_ids: Iterable[str]) -> int:
-        """Append the ids not yet in ``split``'s index (in the given order); how many were
-        added. Read-merge-write: one writer per split at a time (module docstring)."""
-        current = await self.index(split)
-        known = set(current.task_ids)
-        new = [i for i in dict.fromkeys(task_ids) if i not in known]
-        if new:
-            index = TaskIndex(
-                environment=ENVIRONMENT, split=split, task_ids=[*current.task_ids, *new]
-            )
-            data, _ = encode(index)
-            await self._write(Names.object_task_index(ENVIRONMENT, split), data, TaskIndex.SCHEMA)
-        return len(new)
-
-    async def put_all(self, tasks: Sequence[ShellTask]) -> PutResult:
-        """Store every task (idempotently) and add each to its split's index."""
-        stored = existing = 0
-        for task in tasks:
-            if await self.put(task):
-                stored += 1
-            else:
-                existing += 1
-        indexed = {}
-        for split in dict.fromkeys(t.split for t in tasks):
-            indexed[split] = await self.add_to_index(
-                split, [t.task_id for t in tasks if t.split == split]
-            )
-        return PutResult(stored, existing, indexed)
+        super().__init__(bus, SHELL_TASKS)
 
 
 # -- on disk -------------------------------------------------------------------------------------------
@@ -263,5 +96,5 @@ def read_dir(path: Path, split: str | None = None) -> list[ShellTask]:
         index = msgspec.json.decode(index_file.read_bytes(), type=TaskIndex)
         for task_id in index.task_ids:
             data = (path / name / task_id / "task.json").read_bytes()
-            out.append(_decode_task(data, task_id))
+            out.append(decode_task(SHELL_TASKS, data, task_id))
     return out
