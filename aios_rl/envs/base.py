@@ -35,7 +35,6 @@ __all__ = [
     "EnvSpec",
     "Environment",
     "EnvironmentHost",
-    "HostSettings",
     "replay_prefix",
 ]
 
@@ -116,12 +115,6 @@ class EnvironmentHost(Protocol[T_contra]):
     async def aclose(self) -> None:
         """Release what the host holds (at the runner's shutdown)."""
         ...
-
-
-class HostSettings(Protocol):
-    """The settings a host is made from: the runner's, with the environment's own fields."""
-
-    max_steps: int
 
 
 @dataclass(frozen=True)

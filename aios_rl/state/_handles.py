@@ -63,6 +63,8 @@ def translated(what: str, kinds: ErrorKinds = ROOT_KINDS) -> Iterator[None]:
         yield
     except nats.js.errors.KeyWrongLastSequenceError:
         raise
+    except nats.js.errors.BucketNotFoundError as exc:
+        raise kinds.unavailable(f"{what}: the bucket does not exist: {exc!r}") from exc
     except nats.js.errors.NotFoundError as exc:
         if exc.err_code == _STREAM_NOT_FOUND:  # the bucket itself: not provisioned
             raise kinds.unavailable(f"{what}: the bucket does not exist: {exc!r}") from exc
@@ -271,6 +273,7 @@ class Objects:
     async def get(self, name: str) -> bytes | None:
         """The whole object, its size and digest checked (never a partial object), or ``None``
         when there is none. A read whose chunks do not add up raises ``kinds.unavailable``."""
+        await self._store()  # a missing bucket is unavailable, not a missing object
         with translated(f"read {self.bucket}/{name}", self.kinds):
             try:
                 return await read_object(self.bus.js, self.bucket, name)
