@@ -541,6 +541,24 @@ async def test_watch_yields_a_move_within_a_second(registry: CheckpointRegistry)
         assert (await asyncio.wait_for(anext(updates), 1.0)).active == b
 
 
+async def test_watch_skips_pointers_that_do_not_decode_and_keeps_watching(
+    bus: Bus, registry: CheckpointRegistry, names: Names
+) -> None:
+    """Garbage under ``pointers`` once ended the watch with an error (and crash-looped the
+    sampler): it is logged, counted and skipped, and the next valid value comes through."""
+    a, b = await put(registry, "a"), await put(registry, "b")
+    kv = await bus.js.key_value(names.bucket(BUCKET_CHECKPOINTS))
+    await kv.put(Names.key_pointers(), b"\xff garbage")
+    async with registry.watch() as updates:
+        await kv.put(Names.key_pointers(), msgspec.json.encode(P(active=a)))
+        assert (await asyncio.wait_for(anext(updates), 2.0)).active == a
+        await kv.put(Names.key_pointers(), b'{"active": 7}')
+        await kv.put(Names.key_pointers(), msgspec.json.encode(P(active=b)))
+        assert (await asyncio.wait_for(anext(updates), 2.0)).active == b
+        assert updates.skipped == 2
+        assert "checkpoint pointers" in updates.last_skipped
+
+
 async def test_watch_resumes_after_a_server_restart(tmp_path: Path) -> None:
     """KV watchers can stall after a server restart: the watch re-creates its consumer."""
     port = free_port()

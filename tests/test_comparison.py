@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import os
 import random
 import signal
@@ -32,10 +33,12 @@ from contracts import (
 )
 from contracts.subjects import BUCKET_COMPARISON, STREAM_EPISODES
 from services.comparison.logic import (
+    MAX_ABS_REWARD,
     CompareRule,
     TaskStats,
     add_episode,
     bootstrap_ci,
+    check_stats,
     decide,
     epoch_verdict,
     expire,
@@ -116,6 +119,58 @@ def test_stats_reject_foreign_or_unrewarded_episodes() -> None:
         add_episode(s, reference("r2", 0.4, task="other"))
     with pytest.raises(ValueError, match="finite reward"):
         add_episode(None, msgspec.structs.replace(reference("r3", 0.4), reward=None))
+
+
+@pytest.mark.parametrize("reward", [1e200, -1e200, MAX_ABS_REWARD * 1.5, math.inf, math.nan])
+def test_a_reward_beyond_the_limit_never_reaches_a_sum(reward: float) -> None:
+    s = stats_of(reference("r1", 0.4))
+    for ep in (reference("r2", reward), episode("e", reward=reward)):
+        with pytest.raises(ValueError, match="reward"):
+            add_episode(s, ep)
+        with pytest.raises(ValueError, match="reward"):
+            decide(ep, s, RULE)
+
+
+def test_rewards_at_the_limit_keep_every_sum_and_square_finite() -> None:
+    s = stats_of(*(reference(f"r{i}", MAX_ABS_REWARD * (-1) ** i) for i in range(5)))
+    assert s is not None and check_stats(s) is s
+    assert s.reward_sum == MAX_ABS_REWARD and s.reward_sq_sum == 5 * MAX_ABS_REWARD**2
+    assert s.mean is not None and math.isfinite(s.mean) and s.std is not None
+
+
+SOUND = TaskStats(
+    task_id="t0",
+    checkpoint_id=BASE,
+    count=2,
+    scored=1,
+    reward_sum=0.5,
+    reward_sq_sum=0.25,
+    outcomes={"partial": 1, "blocked": 1},
+    episode_ids=["a", "b"],
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (dict(reward_sum=math.inf), "not finite"),
+        (dict(reward_sq_sum=math.nan), "not finite"),
+        (dict(reward_sum=1e300, reward_sq_sum=1e300), "beyond"),
+        (dict(reward_sq_sum=-1.0), "negative"),
+        (dict(scored=3), "counts"),
+        (dict(count=-1), "counts"),
+        (dict(episode_ids=["a"]), "episode ids"),
+        (dict(outcomes={"partial": 2}), "outcomes"),
+        (dict(outcomes={"partial": 1, "weird": 1}), "outcomes"),
+        (dict(updated_at=math.inf), "not finite"),
+    ],
+)
+def test_check_stats_refuses_what_the_rules_could_not_have_stored(
+    change: dict[str, Any], why: str
+) -> None:
+    assert check_stats(SOUND) is SOUND
+    with pytest.raises(ValueError, match=why):
+        check_stats(msgspec.structs.replace(SOUND, **change))
 
 
 REF_HALF = (reference("r1", 0.4), reference("r2", 0.6))  # mean 0.5, all partial (rank 2)
@@ -377,6 +432,14 @@ def test_epoch_verdict_rejects_bad_parameters(bad: dict[str, float]) -> None:
         epoch_verdict(msgspec.structs.replace(REQ, **bad), cands, refs, resamples=10, seed=0)
 
 
+def test_epoch_verdict_leaves_out_statistics_that_are_not_sound() -> None:
+    cands, refs = paired([0.3] * 6)
+    poisoned = msgspec.structs.replace(cands[0], reward_sum=math.inf)
+    with_poison = epoch_verdict(REQ, [poisoned, *cands[1:]], refs, resamples=200, seed=0)
+    assert with_poison.tasks == 5
+    assert all(math.isfinite(x) for x in (with_poison.mean_delta, with_poison.ci_low))
+
+
 # -- the service on the bus ----------------------------------------------------------------------
 
 
@@ -617,6 +680,89 @@ async def test_episode_without_reward_is_dead_lettered_and_the_service_goes_on(
     )
     assert "without a finite reward" in letter.error
     assert await Store(bus).stats("t0", CAND) is None, "a rejected episode must not be counted"
+
+
+async def test_a_huge_reward_is_dead_lettered_and_the_next_honest_episode_is_counted(
+    bus: Bus, names: Names
+) -> None:
+    """A reward of 1e200 once made the sum of squares inf (stored as JSON null): the next honest
+    episode of the task could not be counted and was dead-lettered in turn."""
+    huge = reference("h-huge", 1e200, task="h")
+    honest = reference("h-honest", 0.5, task="h")
+    svc = comparison_service(bus, names)
+    async with (
+        stored(bus, names.dlq(STREAM_EPISODES)) as dead,
+        stored(bus, names.episode("compared", "*")) as compared,
+        running(svc),
+    ):
+        await publish(bus, huge)
+        await publish(bus, honest)
+        letter = decode((m := await next_item(dead)).data, m.headers, DeadLetter)
+        assert set(await take(compared, 1, names)) == {"h-honest"}
+        await quiet(bus)
+        assert dead.empty()
+    assert letter.reason == "rejected" and "h-huge" in letter.error and "reward" in letter.error
+    s = await Store(bus).stats("h", BASE)
+    assert s is not None and (s.count, s.reward_sum, s.reward_sq_sum) == (1, 0.5, 0.25)
+
+
+async def test_corrupt_stored_values_are_reported_and_reset_never_a_dead_letter_loop(
+    bus: Bus, names: Names
+) -> None:
+    """Garbage, a stats record holding null where a sum went inf, one beyond the reward limit,
+    and a garbage pending record: each is logged and counted, then treated as absent (the
+    statistics start again from the next episode; the pending record is dropped), and the
+    service goes on: no honest episode is dead-lettered, the verdict endpoint still answers."""
+    kv = await bus.js.key_value(names.bucket(BUCKET_COMPARISON))
+    inf_sums = TaskStats(
+        task_id="c2",
+        checkpoint_id=BASE,
+        count=1,
+        scored=1,
+        reward_sum=1e200,
+        reward_sq_sum=math.inf,  # encoded as null: what the unbounded sums used to store
+        outcomes={"partial": 1},
+        episode_ids=["old"],
+    )
+    beyond = msgspec.structs.replace(inf_sums, task_id="c3", reward_sum=1e300, reward_sq_sum=1e300)
+    assert b"null" in msgspec.json.encode(inf_sums)
+    await kv.put(Names.key_task_stats("c1", BASE), b"\x00 not json")
+    await kv.put(Names.key_task_stats("c2", BASE), msgspec.json.encode(inf_sums))
+    await kv.put(Names.key_task_stats("c3", BASE), msgspec.json.encode(beyond))
+    await kv.put(Names.key_task_stats("c4", CAND), b"{}")
+    await kv.put(Names.key_pending("p-garbage"), b"garbage")
+    sent = [reference(f"c{i}-r", 0.5, task=f"c{i}") for i in (1, 2, 3)]
+    sent += [episode(f"c{i}-x", task=f"c{i}", reward=0.9, outcome="success") for i in (1, 2, 3)]
+    svc = comparison_service(bus, names)
+    async with (
+        stored(bus, names.dlq(STREAM_EPISODES)) as dead,
+        stored(bus, names.episode("compared", "*")) as compared,
+        running(svc),
+    ):
+        for ep in sent:
+            await publish(bus, ep)
+        out = await take(compared, len(sent), names)
+        verdict = await bus.request(
+            names.comparison_verdict(),
+            EpochVerdictRequest(candidate=CAND, reference=BASE),
+            EpochVerdict,
+            timeout=10,
+        )
+        await quiet(bus)
+        store = Store(bus)
+        async with asyncio.timeout(10):
+            while await store.pending():  # the sweep drops the garbage record
+                pass
+        assert dead.empty(), "an honest episode was dead-lettered"
+        extra = svc.status().extra
+    for i in (1, 2, 3):
+        comparison = out[f"c{i}-x"].comparison
+        assert comparison is not None and comparison.verdict == "better", comparison
+        for ckpt in (BASE, CAND):
+            s = await store.stats(f"c{i}", ckpt)
+            assert s is not None and s.count == 1 and check_stats(s) is s
+    assert verdict.tasks == 3 and math.isfinite(verdict.mean_delta)
+    assert extra["corrupt_values"] >= 5, extra
 
 
 async def test_verdict_endpoint_over_real_stats(bus: Bus, names: Names) -> None:

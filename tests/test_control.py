@@ -191,6 +191,29 @@ async def test_a_value_that_is_not_a_snapshot_raises(
         await store.load(RAIL)
 
 
+async def test_a_watch_skips_a_value_that_is_not_a_snapshot_and_keeps_watching(
+    bus: Bus, store: ControlStore, names: Names
+) -> None:
+    """Garbage under a control key once ended the watch with an error (and crash-looped the
+    teacher gateway): it is logged, counted and skipped; the next snapshot comes through."""
+    kv = await bus.js.key_value(names.bucket(BUCKET_CONTROL))
+
+    def snapshot(version: int, backend: str) -> bytes:
+        state = GatewaySettings(backend=backend)
+        return msgspec.json.encode(ControlSnapshot(key=GATEWAY, state=state, version=version))
+
+    await kv.put(GATEWAY, b"\x00\x01 not json")
+    async with store.watch(GATEWAY) as updates:
+        await kv.put(GATEWAY, snapshot(1, "claude"))
+        snap = await asyncio.wait_for(anext(updates), 2.0)
+        assert snap.state == GatewaySettings(backend="claude")
+        await kv.put(GATEWAY, b'{"not": "a snapshot"}')
+        await kv.put(GATEWAY, snapshot(2, "oracle"))
+        snap = await asyncio.wait_for(anext(updates), 2.0)
+        assert snap.version == 2 and snap.state == GatewaySettings(backend="oracle")
+        assert updates.skipped == 2 and "not a snapshot" in updates.last_skipped
+
+
 async def test_all_lists_the_newest_snapshot_of_every_key_of_an_owner(bus) -> None:
     from aios_rl.state.control import ControlStore
     from contracts import GatewaySettings, Names, RailState

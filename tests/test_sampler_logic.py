@@ -49,7 +49,7 @@ async def test_zero_wait_runs_each_request_alone_when_sequential() -> None:
     assert sizes == [1, 1, 1]
 
 
-async def test_a_failing_batch_fails_each_caller_and_the_batcher_goes_on() -> None:
+async def test_a_failing_batch_fails_only_its_bad_caller_and_the_batcher_goes_on() -> None:
     async def run(key: str, items: list[int]) -> list[int]:
         if 3 in items:
             raise RuntimeError("model exploded")
@@ -57,7 +57,7 @@ async def test_a_failing_batch_fails_each_caller_and_the_batcher_goes_on() -> No
 
     b: Batcher[int, int] = Batcher(run, max_batch=8, max_wait_s=0.02)
     results = await asyncio.gather(b.submit("k", 3), b.submit("k", 4), return_exceptions=True)
-    assert all(isinstance(r, RuntimeError) for r in results)
+    assert isinstance(results[0], RuntimeError) and results[1] == 4
     assert await b.submit("k", 5) == 5
 
 

@@ -108,6 +108,29 @@ def test_top_p_keeps_only_the_nucleus() -> None:
         Regime(temperature=0)
 
 
+@pytest.mark.parametrize("temperature", [1e-45, 1e-30, 5e-324])
+def test_a_vanishing_temperature_is_greedy_never_nan(temperature: float) -> None:
+    """Logits divided by 1e-45 overflowed to inf and softmax made NaN of them: torch refused to
+    sample and a whole sampler batch failed. The limit of a vanishing temperature is greedy."""
+    logits = torch.tensor([0.3, 2.0, 1.9999, float("-inf")])
+    regime = Regime(temperature=temperature)
+    draws = {sample_index(logits, regime, torch.Generator().manual_seed(i)) for i in range(20)}
+    assert draws == {1}
+    m = new_student(seed=3)
+    d = [Decision("obs", ("a", "b", "c"), seed=11), Decision("other obs", ("x", "y"), seed=12)]
+    greedy = [
+        int(row[: len(x.candidates)].argmax()) for row, x in zip(m.forward(d)[0], d, strict=True)
+    ]
+    out = m.act(d, regime)
+    assert [o.action_index for o in out] == greedy
+    assert all(math.isfinite(o.logprob) and math.isfinite(o.entropy) for o in out)
+
+
+def test_logits_that_are_not_finite_are_a_student_error() -> None:
+    with pytest.raises(StudentError, match="not finite"):
+        sample_index(torch.tensor([0.1, float("nan")]), Regime(), None)
+
+
 def test_bytes_round_trip_and_errors() -> None:
     m = new_student(seed=5)
     again = load_student(m.to_bytes())

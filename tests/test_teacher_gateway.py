@@ -18,6 +18,7 @@ from aios_rl.state.control import ControlStore
 from contracts import (
     CampaignSpec,
     CampaignState,
+    ControlSnapshot,
     ControlState,
     Episode,
     GatewaySettings,
@@ -29,7 +30,7 @@ from contracts import (
     TrajectoryStep,
     decode,
 )
-from contracts.subjects import MSG_ID_HEADER
+from contracts.subjects import BUCKET_CONTROL, MSG_ID_HEADER
 from services.teacher_gateway.logic import (
     DigestLimits,
     LruCache,
@@ -273,7 +274,9 @@ async def test_gateway_and_oracle_as_processes(bus: Bus, nats_url: str, names: N
         module_process("services.teacher_gateway", env),
     ):
         await until_serving(bus, "teacher-oracle", oracle_proc)
-        await publish(bus, shell_episode("ep-proc", [TEST_EDIT, FIX], "partial"))  # fix + a test edit
+        await publish(
+            bus, shell_episode("ep-proc", [TEST_EDIT, FIX], "partial")
+        )  # fix + a test edit
         [ep] = [e async for e, _, _ in taught_episodes(out, 1, within=20)]
     sig = ep.teacher_signal
     assert sig is not None and (sig.backend, sig.status, sig.verdict) == (
@@ -456,6 +459,45 @@ async def test_control_changes_apply_live_and_bad_ones_are_refused(bus: Bus, nam
         await publish(bus, shell_episode("ep", [RUN]))
         [ep] = [e async for e, _, _ in taught_episodes(out, 1)]
     assert (ep.teacher_status, ep.teacher_signal) == ("skipped", None)
+
+
+async def test_garbage_under_the_control_key_is_reported_and_the_gateway_runs_on(
+    bus: Bus, names: Names
+) -> None:
+    """Garbage under ``gateway.default`` once crash-looped the gateway (6 restarts in 40 s). It
+    reports it, runs on its defaults, applies the next valid write, and skips garbage written
+    while it runs, keeping its last good settings."""
+    await store_task(bus)
+    kv = await bus.js.key_value(names.bucket(BUCKET_CONTROL))
+
+    def snapshot(version: int, backend: str) -> bytes:
+        state = GatewaySettings(backend=backend, success_sample_rate=0.0)
+        return msgspec.json.encode(ControlSnapshot(key=GATEWAY_KEY, state=state, version=version))
+
+    await kv.put(GATEWAY_KEY, b"\x00\xff not a snapshot")
+    svc, gw = gateway(bus, names, default_success_sample_rate=0.0)
+    async with (
+        stored(bus, names.episode("taught", "*")) as out,
+        running(oracle(bus, names)),
+        running(svc) as task,
+    ):
+        await publish(bus, shell_episode("g-defaults", [RUN]))
+        [ep] = [e async for e, _, _ in taught_episodes(out, 1)]
+        assert ep.teacher_signal is not None and ep.teacher_signal.backend == "oracle"
+        assert (gw.config.backend, gw.config_version) == ("oracle", 0), "the defaults"
+
+        await kv.put(GATEWAY_KEY, snapshot(1, "none"))
+        await asyncio.wait_for(gw.until(lambda g: g.config_version == 1), 5)
+        assert gw.config.backend == "none"
+        await kv.put(GATEWAY_KEY, b'{"key": "gateway.default"}')
+        await publish(bus, shell_episode("g-kept", [RUN]))
+        [ep] = [e async for e, _, _ in taught_episodes(out, 1)]
+        assert ep.teacher_status == "skipped", "the last good settings stay"
+
+        await kv.put(GATEWAY_KEY, snapshot(2, "oracle"))
+        await asyncio.wait_for(gw.until(lambda g: g.config_version == 2), 5)
+        assert gw.config.backend == "oracle" and not task.done()
+        assert gw.stats()["control_corrupt"] == 2
 
 
 async def test_live_swap_from_the_oracle_to_teacher_openai(

@@ -12,7 +12,9 @@ Why not ``kv.history()`` / ``kv.keys()`` / ``kv.watch()`` directly:
   then reads an ordered consumer until it has seen that sequence: complete by construction.
 - KV watchers are ordered push consumers that can stall silently after a server restart.
   :class:`KvWatch` re-creates its consumer, from the revision after the last one it yielded,
-  whenever the connection has reconnected since the consumer was made.
+  whenever the connection has reconnected since the consumer was made. A revision its decoder
+  refuses (``CorruptError``: garbage written by hand or by a bug) is logged, counted and skipped:
+  the watch goes on, so whoever follows it keeps its last good value until a valid one comes.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 
-from aios_rl.bus import Bus
+from aios_rl.bus import Bus, get_logger
+
+from ._errors import CorruptError
 
 __all__ = ["KvEntry", "KvWatch", "family", "latest", "read"]
 
@@ -124,6 +128,10 @@ class KvWatch(Generic[T]):
     every later revision, decoded by ``decode`` (which returns ``None`` to skip an entry, e.g. a
     tombstone). Revisions come in increasing order and never twice.
 
+    A revision ``decode`` refuses with a ``CorruptError`` is skipped, never raised: it is logged
+    (``state.watch_skipped``) and counted in :attr:`skipped` (:attr:`last_skipped` says why), and
+    the watch waits for the next revision. Any other error of ``decode`` ends the iteration.
+
     Use as ``async with watch: async for value in watch: ...``; plain ``async for`` works too
     (the consumer starts on the first step and ends with :meth:`aclose`).
 
@@ -152,6 +160,10 @@ class KvWatch(Generic[T]):
         self._last = 0
         self._started = False
         self._closed = False
+        self.skipped = 0
+        """Revisions skipped because ``decode`` found them corrupt."""
+        self.last_skipped = ""
+        """Why the last one was skipped."""
 
     async def _on_msg(self, msg: Msg) -> None:
         seq = msg.metadata.sequence.stream
@@ -196,6 +208,18 @@ class KvWatch(Generic[T]):
             except nats.errors.Error:
                 pass  # connection already closed or draining: nothing left to stop
 
+    def _skip(self, entry: KvEntry, exc: CorruptError) -> None:
+        self.skipped += 1
+        self.last_skipped = str(exc)
+        get_logger().error(
+            "state.watch_skipped",
+            bucket=self._bucket,
+            key=entry.key,
+            revision=entry.revision,
+            error=str(exc),
+            skipped=self.skipped,
+        )
+
     async def __aenter__(self) -> KvWatch[T]:
         return await self.start()
 
@@ -221,7 +245,11 @@ class KvWatch(Generic[T]):
             if entry.revision <= self._last:
                 continue  # delivered again by a re-created consumer
             self._last = entry.revision
-            value = self._decode(entry)
+            try:
+                value = self._decode(entry)
+            except CorruptError as exc:
+                self._skip(entry, exc)
+                continue
             if value is not None:
                 return value
         raise StopAsyncIteration

@@ -34,7 +34,8 @@ successful compare-and-set the move publishes a :class:`~contracts.CheckpointEve
 
 **Watching.** :meth:`CheckpointRegistry.watch` yields the pointers now, then after every move.
 It is a KV watch (an ordered push consumer); those can stall silently after a server restart,
-so it re-creates its consumer after every reconnect (see :class:`aios_rl.state._kv.KvWatch`).
+so it re-creates its consumer after every reconnect, and it skips a revision that does not
+decode (see :class:`aios_rl.state._kv.KvWatch`).
 """
 
 from __future__ import annotations
@@ -416,6 +417,8 @@ class CheckpointRegistry:
                     ...
 
         Re-creates its KV consumer after a reconnect (checked at least every ``check_every``
-        seconds), so it keeps going across a server restart."""
+        seconds), so it keeps going across a server restart. A revision that is not pointers is
+        skipped (logged, counted in the watch's ``skipped``), never raised: a follower keeps the
+        last good pointers until valid ones are written."""
 
         return self._kv.watch(Names.key_pointers(), _pointers, check_every=check_every)

@@ -90,8 +90,9 @@ _KINDS = ErrorKinds(
 class ControlStore:
     """Versioned snapshots in the stack's ``control`` bucket (under ``bus.names``).
 
-    Every method may raise :class:`ControlUnavailableError` when NATS fails and
-    :class:`CorruptControlError` for a value that does not decode."""
+    Every method may raise :class:`ControlUnavailableError` when NATS fails and (but
+    :meth:`watch`, which skips it) :class:`CorruptControlError` for a value that does not
+    decode."""
 
     def __init__(self, bus: Bus, *, max_attempts: int = 50) -> None:
         self._bus = bus
@@ -207,5 +208,7 @@ class ControlStore:
                 async for snapshot in updates:
                     ...
 
-        Re-creates its KV consumer after a reconnect (see :class:`aios_rl.state._kv.KvWatch`)."""
+        Re-creates its KV consumer after a reconnect, and skips (logs and counts in its
+        ``skipped``) a revision that is not a snapshot instead of raising, so a follower keeps
+        its last good snapshot (see :class:`aios_rl.state._kv.KvWatch`)."""
         return self._kv.watch(key, _decode, check_every=check_every)

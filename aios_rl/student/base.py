@@ -80,6 +80,8 @@ class StudentBackend(Protocol):
     """A policy the sampler serves and the trainer updates."""
 
     name: str
+    supports_free_text: bool
+    """Whether it can act on an observation without candidates (by writing the action)."""
 
     def act(
         self,

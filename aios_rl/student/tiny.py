@@ -46,8 +46,17 @@ def _ids(text: str, buckets: int) -> tuple[int, ...]:
 def sample_index(logits: torch.Tensor, regime: Regime, generator: torch.Generator | None) -> int:
     """Draw an index from 1-D ``logits`` under temperature and top-p (nucleus) sampling.
 
-    The most likely index is always kept, so top-p never empties the distribution."""
-    probs = torch.softmax(logits / regime.temperature, dim=-1)
+    The most likely index is always kept, so top-p never empties the distribution. The logits
+    are shifted so their maximum is 0 before the temperature divides them, and a temperature
+    below the logits' smallest normal number (which their dtype would round to 0) takes the
+    most likely index: any temperature > 0 gives a distribution, a vanishing one tends to greedy,
+    never to NaN. Raises ``StudentError`` when the largest logit is not finite (NaN weights)."""
+    top = logits.max()
+    if not torch.isfinite(top):
+        raise StudentError(f"the policy's logits are not finite (largest: {float(top)})")
+    if regime.temperature < torch.finfo(logits.dtype).tiny:
+        return int(torch.argmax(logits).item())
+    probs = torch.softmax((logits - top) / regime.temperature, dim=-1)
     if regime.top_p < 1.0:
         sorted_p, order = torch.sort(probs, descending=True)
         cumulative = torch.cumsum(sorted_p, dim=-1)

@@ -10,7 +10,6 @@ before any work).
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from contracts import (
 from .logic import (
     CompareRule,
     PendingComparison,
+    checked_reward,
     decide,
     epoch_verdict,
     expire,
@@ -53,10 +53,9 @@ def _rule(settings: ComparisonSettings) -> CompareRule:
 
 
 def _validate(ep: Episode) -> None:
-    """Raises ``ValueError`` for an episode that can never be compared: no finite reward, or ids
-    that cannot be KV key tokens."""
-    if ep.reward is None or not math.isfinite(ep.reward):
-        raise ValueError(f"episode {ep.episode_id} reached comparison without a finite reward")
+    """Raises ``ValueError`` for an episode that can never be compared: a reward that is
+    missing, not finite or beyond ``MAX_ABS_REWARD``, or ids that cannot be KV key tokens."""
+    checked_reward(ep)
     Names.key_compared(ep.episode_id)
     Names.key_task_stats(ep.task_id, ep.checkpoint_id)
     if ep.reference_checkpoint:
@@ -237,4 +236,5 @@ def stats(state: ComparisonState) -> dict[str, float]:
     return {
         **{k: float(v) for k, v in state.counters.items()},
         "cas_conflicts": float(state.store.cas_conflicts),
+        "corrupt_values": float(state.store.corrupt_values),
     }

@@ -5,6 +5,12 @@
 ``scored`` / ``reward_sum`` / ``reward_sq_sum``. A ``blocked`` episode is one its environment could
 not run: it says nothing about the policy, so it never enters a mean.
 
+**Bounds.** A reward must be finite and within ``[-MAX_ABS_REWARD, MAX_ABS_REWARD]``; any other
+episode is refused (``ValueError``; the service dead-letters it with that reason) before it reaches
+a sum, so every sum and square stays finite. :func:`check_stats` says whether stored statistics
+are ones these rules could have written (finite, within the bounds, counts that agree); the store
+treats any that are not as absent.
+
 **Episode rule** (:func:`decide`, for role ``rollout``; reference and eval episodes only feed the
 statistics and pass through with ``comparison=None``):
 
@@ -64,6 +70,7 @@ from contracts import (
 )
 
 __all__ = [
+    "MAX_ABS_REWARD",
     "OUTCOME_RANK",
     "CompareRule",
     "ComparedMark",
@@ -71,6 +78,9 @@ __all__ = [
     "TaskStats",
     "add_episode",
     "bootstrap_ci",
+    "check_pending",
+    "check_stats",
+    "checked_reward",
     "decide",
     "epoch_verdict",
     "expire",
@@ -85,6 +95,12 @@ OUTCOME_RANK: dict[str, int] = {"success": 3, "partial": 2, "failure": 1, "block
 
 EPS = 1e-9
 """Float slack on margin comparisons: a delta equal to the margin (0.55 - 0.5 vs 0.05) is a tie."""
+
+MAX_ABS_REWARD = 1e6
+"""Largest reward magnitude comparison accepts. Environment rewards lie in [0, 1] and reward
+fusion adds at most ``shaping_clip`` of teacher shaping, so a reward near this is a bug or an
+attack; bounding it keeps every sum (at most ``count * 1e6``) and square (``count * 1e12``) far
+from overflow."""
 
 
 class TaskStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -149,17 +165,79 @@ class CompareRule(msgspec.Struct, frozen=True, kw_only=True):
     min_reference_runs: int = 1
 
 
-def _reward(ep: Episode) -> float:
+def checked_reward(ep: Episode) -> float:
+    """The reward of ``ep``. Raises ``ValueError`` when it has none, or one that is not finite
+    or beyond ``MAX_ABS_REWARD``."""
     if ep.reward is None or not math.isfinite(ep.reward):
         raise ValueError(f"episode {ep.episode_id} reached comparison without a finite reward")
+    if abs(ep.reward) > MAX_ABS_REWARD:
+        raise ValueError(
+            f"episode {ep.episode_id} has reward {ep.reward:g}, outside the accepted range "
+            f"[-{MAX_ABS_REWARD:g}, {MAX_ABS_REWARD:g}]"
+        )
     return ep.reward
+
+
+def check_stats(stats: TaskStats) -> TaskStats:
+    """``stats`` itself when they are statistics :func:`add_episode` could have written: every
+    float finite, the sums within the reward bounds, the counts in agreement (``count`` episode
+    ids and outcomes, ``scored`` of them not blocked). Raises ``ValueError`` saying what is
+    wrong otherwise."""
+    floats = (stats.reward_sum, stats.reward_sq_sum, stats.updated_at)
+    if not all(math.isfinite(x) for x in floats):
+        raise ValueError(f"statistics of ({stats.task_id}, {stats.checkpoint_id}): not finite")
+    if not 0 <= stats.scored <= stats.count:
+        raise ValueError(
+            f"statistics of ({stats.task_id}, {stats.checkpoint_id}): counts disagree "
+            f"(scored {stats.scored}, count {stats.count})"
+        )
+    if stats.reward_sq_sum < 0:
+        raise ValueError(
+            f"statistics of ({stats.task_id}, {stats.checkpoint_id}): negative sum of squares"
+        )
+    slack = 1 + 1e-9  # float sums of rewards at the limit may round a little above it
+    if (
+        abs(stats.reward_sum) > stats.scored * MAX_ABS_REWARD * slack
+        or stats.reward_sq_sum > stats.scored * MAX_ABS_REWARD**2 * slack
+    ):
+        raise ValueError(
+            f"statistics of ({stats.task_id}, {stats.checkpoint_id}): sums beyond "
+            f"{stats.scored} rewards of at most {MAX_ABS_REWARD:g}"
+        )
+    if len(stats.episode_ids) != stats.count or len(set(stats.episode_ids)) != stats.count:
+        raise ValueError(
+            f"statistics of ({stats.task_id}, {stats.checkpoint_id}): {stats.count} episodes "
+            f"but {len(set(stats.episode_ids))} distinct episode ids"
+        )
+    outcomes = stats.outcomes
+    if (
+        not set(outcomes) <= set(OUTCOME_RANK)
+        or any(n < 1 for n in outcomes.values())
+        or sum(outcomes.values()) != stats.count
+        or stats.count - outcomes.get("blocked", 0) != stats.scored
+    ):
+        raise ValueError(
+            f"statistics of ({stats.task_id}, {stats.checkpoint_id}): outcomes {outcomes} do "
+            f"not add up to {stats.count} episodes, {stats.scored} scored"
+        )
+    return stats
+
+
+def check_pending(pending: PendingComparison) -> PendingComparison:
+    """``pending`` itself when it can be resolved: its episode's reward is within bounds and its
+    times are finite. Raises ``ValueError`` otherwise."""
+    checked_reward(pending.episode)
+    if not (math.isfinite(pending.since) and math.isfinite(pending.deadline)):
+        raise ValueError(f"pending comparison of {pending.episode.episode_id}: times not finite")
+    return pending
 
 
 def add_episode(stats: TaskStats | None, ep: Episode, *, now: float | None = None) -> TaskStats:
     """``stats`` (or fresh ones for the episode's task and checkpoint) with ``ep`` counted; the
     same ``stats`` object when ``ep`` is already counted. Raises ``ValueError`` for an episode
-    without a finite reward or of another task or checkpoint."""
-    reward = _reward(ep)
+    whose reward is missing, not finite or beyond ``MAX_ABS_REWARD``, or of another task or
+    checkpoint."""
+    reward = checked_reward(ep)
     if stats is None:
         stats = TaskStats(task_id=ep.task_id, checkpoint_id=ep.checkpoint_id)
     if (stats.task_id, stats.checkpoint_id) != (ep.task_id, ep.checkpoint_id):
@@ -188,7 +266,7 @@ def _without(stats: TaskStats, ep: Episode) -> TaskStats:
     """``stats`` as if ``ep`` had never been counted (an episode is never its own reference)."""
     if ep.episode_id not in stats.episode_ids:
         return stats
-    reward = _reward(ep)
+    reward = checked_reward(ep)
     scored = ep.outcome != "blocked"
     outcomes = dict(stats.outcomes)
     outcomes[ep.outcome] -= 1
@@ -231,8 +309,9 @@ def _rank_verdict(outcome: Outcome, ref_mean_rank: float) -> Verdict:
 def decide(ep: Episode, ref: TaskStats | None, rule: CompareRule) -> ComparisonResult | None:
     """The comparison of rollout ``ep`` with the reference statistics ``ref`` (those of
     (task, ``ep.reference_checkpoint``), as stored); ``None`` when it must wait for more
-    reference runs. Raises ``ValueError`` for an episode without a finite reward."""
-    reward = _reward(ep)
+    reference runs. Raises ``ValueError`` for an episode whose reward :func:`checked_reward`
+    refuses."""
+    reward = checked_reward(ep)
     if not ep.reference_checkpoint:
         return _failed(ep, "no reference")
     if ep.outcome == "blocked":
@@ -341,15 +420,26 @@ def bootstrap_ci(
     return quantile(alpha / 2), quantile(1.0 - alpha / 2)
 
 
+def _sound(stats: TaskStats) -> bool:
+    try:
+        check_stats(stats)
+    except ValueError:
+        return False
+    return True
+
+
 def _pairs(
     req: EpochVerdictRequest, candidate: Iterable[TaskStats], reference: Iterable[TaskStats]
 ) -> list[tuple[TaskStats, TaskStats]]:
     wanted = set(req.tasks)
-    ref_by_task = {s.task_id: s for s in reference if s.scored}
+    ref_by_task = {s.task_id: s for s in reference if s.scored and _sound(s)}
     pairs = [
         (c, ref_by_task[c.task_id])
         for c in candidate
-        if c.scored and c.task_id in ref_by_task and (not wanted or c.task_id in wanted)
+        if c.scored
+        and c.task_id in ref_by_task
+        and (not wanted or c.task_id in wanted)
+        and _sound(c)
     ]
     return sorted(pairs, key=lambda p: p[0].task_id)
 
@@ -363,8 +453,9 @@ def epoch_verdict(
     seed: int,
 ) -> EpochVerdict:
     """The paired verdict of ``req.candidate`` against ``req.reference`` from their per-task
-    statistics (see the module docstring for the rule). Raises ``ValueError`` for a negative
-    margin or a confidence outside (0, 1)."""
+    statistics (see the module docstring for the rule); statistics that fail
+    :func:`check_stats` are left out. Raises ``ValueError`` for a negative margin or a
+    confidence outside (0, 1)."""
     if not req.margin >= 0:
         raise ValueError(f"margin must be >= 0, got {req.margin}")
     if not 0.0 < req.confidence < 1.0:

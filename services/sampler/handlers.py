@@ -1,15 +1,30 @@
-"""Sampler handlers: resolve the checkpoint, batch the request, answer."""
+"""Sampler handlers: resolve the checkpoint, check the request, batch it, answer.
+
+A request that can never be answered (no candidates for a student that cannot write free text,
+a temperature or top-p out of range) is refused with 422 before it joins a batch; a batch that
+fails anyway is answered one request at a time by the batcher, so one bad request never fails
+the others. Pointers that do not decode, or that name a checkpoint that does not load, are
+reported (logged; ``pointers_corrupt`` / ``active_unloadable`` in the stats) and the last good
+checkpoint stays active.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from aios_rl.bus import PermanentError, ServiceError, get_logger
-from aios_rl.state.checkpoints import CheckpointRegistry, RegistryError, UnknownCheckpointError
+from aios_rl.state import KvWatch
+from aios_rl.state.checkpoints import (
+    CheckpointRegistry,
+    CorruptCheckpointError,
+    RegistryError,
+    UnknownCheckpointError,
+)
 from aios_rl.student import ActOutput, Decision, Regime, StudentBackend, StudentError, load_student
-from contracts import ActRequest, ActResponse
+from contracts import ActRequest, ActResponse, CheckpointPointers
 
-from .logic import Batcher, LruCache, derive_seed
+from .logic import Batcher, LruCache, check_request, derive_seed
 from .settings import SamplerSettings
 
 Job = tuple[Decision, Regime, bool]
@@ -28,6 +43,10 @@ class Sampler:
             self._run_batch, max_batch=settings.max_batch, max_wait_s=settings.max_wait_ms / 1000
         )
         self._loading: dict[str, asyncio.Task[StudentBackend]] = {}
+        self._watch: KvWatch[CheckpointPointers] | None = None
+        self._changed = asyncio.Condition()
+        self.unloadable = 0
+        """New ``active`` checkpoints that did not load (the previous one stayed active)."""
         self.log = get_logger()
 
     async def model(self, checkpoint_id: str) -> StudentBackend:
@@ -62,15 +81,38 @@ class Sampler:
         )
 
     async def follow_active(self) -> None:
-        """Hot reload: load each new ``active`` as soon as the pointer moves, then switch."""
-        async for pointers in self.registry.watch():
-            new = pointers.active
-            if new is None or new == self.active:
-                continue
+        """Hot reload: load each new ``active`` as soon as the pointer moves, then switch.
+
+        Pointers that do not decode are skipped by the watch; an ``active`` that is not stored
+        or does not load is logged and counted, and the current one stays active until the
+        pointers move again."""
+        async with self.registry.watch() as updates:
+            self._watch = updates
+            async for pointers in updates:
+                new = pointers.active
+                if new is not None and new != self.active:
+                    await self._switch(new)
+                async with self._changed:
+                    self._changed.notify_all()
+
+    async def _switch(self, new: str) -> None:
+        try:
             await self.model(new)
-            old, self.active = self.active, new
-            self.reloads += 1
-            self.log.info("sampler.active_switched", old=old, new=new)
+        except (UnknownCheckpointError, CorruptCheckpointError, StudentError) as exc:
+            self.unloadable += 1
+            self.log.error(
+                "sampler.active_unloadable", checkpoint_id=new, error=str(exc), keeping=self.active
+            )
+            return
+        old, self.active = self.active, new
+        self.reloads += 1
+        self.log.info("sampler.active_switched", old=old, new=new)
+
+    async def until(self, predicate: Callable[[Sampler], bool]) -> None:
+        """Wait until ``predicate(self)`` holds, checked after every pointers update handled
+        (tests and tools use it to know a move took effect)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: predicate(self))
 
     def stats(self) -> dict[str, float]:
         b = self.batcher
@@ -78,8 +120,11 @@ class Sampler:
             "batches": float(b.batches),
             "requests_batched": float(b.items),
             "mean_batch": (b.items / b.batches) if b.batches else 0.0,
+            "batch_fallbacks": float(b.fallbacks),
             "cached_models": float(len(self.cache)),
             "reloads": float(self.reloads),
+            "pointers_corrupt": float(self._watch.skipped if self._watch is not None else 0),
+            "active_unloadable": float(self.unloadable),
         }
 
     async def act(self, req: ActRequest) -> ActResponse:
@@ -89,6 +134,16 @@ class Sampler:
                 "503", "no active checkpoint yet: the trainer stores the initial one at start-up"
             )
         try:
+            model = await self.model(checkpoint)
+            try:
+                check_request(
+                    req.candidates,
+                    req.regime,
+                    free_text=model.supports_free_text,
+                    backend=model.name,
+                )
+            except ValueError as exc:
+                raise PermanentError(str(exc)) from exc
             regime = Regime(req.regime.temperature, req.regime.top_p)
             seed = (
                 req.seed

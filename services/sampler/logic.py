@@ -1,15 +1,19 @@
-"""The sampler's logic, free of NATS: dynamic batching, the model cache and seed derivation."""
+"""The sampler's logic, free of NATS: request checks, dynamic batching, the model cache and seed
+derivation."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-__all__ = ["Batcher", "LruCache", "derive_seed"]
+from contracts import DecodingRegime
+
+__all__ = ["Batcher", "LruCache", "check_request", "derive_seed"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -19,6 +23,24 @@ V = TypeVar("V")
 def derive_seed(episode_id: str, step: int, base: int = 0) -> int:
     """A seed fixed by (episode, step): a replayed episode samples the same actions."""
     return (zlib.crc32(f"{episode_id}:{step}".encode()) ^ (base * 0x9E3779B1)) & 0x7FFFFFFF
+
+
+def check_request(
+    candidates: list[str], regime: DecodingRegime, *, free_text: bool, backend: str
+) -> None:
+    """Raises ``ValueError`` with a sentence saying what is wrong when a request can never be
+    answered: a temperature that is not a finite number > 0, a ``top_p`` outside (0, 1], or no
+    candidates for a ``backend`` that cannot write free text. A vanishing temperature is fine
+    (it acts greedily). Checked before a request joins a batch, so it fails alone."""
+    if not (math.isfinite(regime.temperature) and regime.temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {regime.temperature}")
+    if not 0 < regime.top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {regime.top_p}")
+    if not candidates and not free_text:
+        raise ValueError(
+            f"the {backend} student chooses among candidate actions and cannot write free text; "
+            "this request offers no candidates"
+        )
 
 
 @dataclass
@@ -32,14 +54,17 @@ class Batcher(Generic[In, Out]):
     """Collects concurrent requests for one key into batches of at most ``max_batch``, waiting
     at most ``max_wait_s`` after the first, then runs ``run_batch`` once for the whole batch.
 
-    ``run_batch`` gets the items and returns one result per item (or raises: every request of
-    the batch then fails with that error). Batches of different keys (checkpoints) never mix."""
+    ``run_batch`` gets the items and returns one result per item, or raises. When a batch of
+    several raises, each of its items is run again alone (``fallbacks`` counts such batches), so
+    only the items that fail by themselves fail, each with its own error. Batches of different
+    keys (checkpoints) never mix."""
 
     run_batch: Callable[[str, list[In]], Awaitable[list[Out]]]
     max_batch: int = 16
     max_wait_s: float = 0.005
     batches: int = 0
     items: int = 0
+    fallbacks: int = 0
     _queues: dict[str, list[_Pending[In, Out]]] = field(default_factory=dict)
     _wakeups: dict[str, asyncio.Event] = field(default_factory=dict)
     _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
@@ -76,22 +101,33 @@ class Batcher(Generic[In, Out]):
             del queue[: self.max_batch]
             self.batches += 1
             self.items += len(batch)
-            try:
-                results = await self.run_batch(key, [p.item for p in batch])
-                if len(results) != len(batch):
-                    raise RuntimeError(
-                        f"run_batch returned {len(results)} results for {len(batch)} items"
-                    )
-            except (
-                Exception
-            ) as exc:  # every caller of the batch gets the error, raised in its own task
-                for p in batch:
+            if len(batch) > 1:
+                try:
+                    results = await self._run(key, batch)
+                except Exception:  # answered below, one by one: each caller gets its own error
+                    self.fallbacks += 1
+                else:
+                    for p, r in zip(batch, results, strict=True):
+                        if not p.future.done():
+                            p.future.set_result(r)
+                    continue
+            for p in batch:
+                if p.future.done():
+                    continue  # its caller gave up
+                try:
+                    [result] = await self._run(key, [p])
+                except Exception as exc:  # raised again in the caller's own task
                     if not p.future.done():
                         p.future.set_exception(exc)
-                continue
-            for p, r in zip(batch, results, strict=True):
-                if not p.future.done():
-                    p.future.set_result(r)
+                else:
+                    if not p.future.done():
+                        p.future.set_result(result)
+
+    async def _run(self, key: str, batch: list[_Pending[In, Out]]) -> list[Out]:
+        results = await self.run_batch(key, [p.item for p in batch])
+        if len(results) != len(batch):
+            raise RuntimeError(f"run_batch returned {len(results)} results for {len(batch)} items")
+        return results
 
     async def close(self) -> None:
         for task in self._workers.values():

@@ -8,7 +8,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from aios_rl.bus import Bus, NoResponders, RemoteError, RequestTimeout, get_logger
-from aios_rl.state.control import ControlStore
+from aios_rl.state import KvWatch
+from aios_rl.state.control import ControlStore, CorruptControlError
 from contracts import (
     ControlSnapshot,
     DecodeError,
@@ -58,6 +59,7 @@ class Gateway:
         self.cache: LruCache[TeacherSignal] = LruCache(settings.cache_size)
         self.counts: Counter[str] = Counter()
         self._in_flight: dict[str, asyncio.Future[TeacherSignal]] = {}
+        self._watch: KvWatch[ControlSnapshot] | None = None
         self._loaded = asyncio.Event()
         self._changed = asyncio.Condition()
         self.log = get_logger()
@@ -66,10 +68,21 @@ class Gateway:
     async def follow_control(self) -> None:
         """Load the control key (creating it from the defaults if missing), then apply every
         write to it for the life of the service: a new backend, timeout or sample rate takes
-        effect for the next episode, no restart."""
+        effect for the next episode, no restart.
+
+        A key holding something that is not a snapshot is reported (logged; counted in the
+        stats as ``control_corrupt``), left as it is, and the gateway runs on its defaults (at
+        start) or its last good settings until a valid snapshot is written."""
         store = ControlStore(self.bus)
-        await self._apply(await store.load_or_init(self.key, lambda: self.config))
+        try:
+            await self._apply(await store.load_or_init(self.key, lambda: self.config))
+        except CorruptControlError as exc:
+            self.log.error(
+                "gateway.control_corrupt", key=self.key, error=str(exc), keeping="defaults"
+            )
+            await self._applied()
         async with store.watch(self.key) as updates:
+            self._watch = updates
             async for snapshot in updates:
                 await self._apply(snapshot)
 
@@ -99,6 +112,9 @@ class Gateway:
                 )
             self.config = config
         self.config_version = snapshot.version
+        await self._applied()
+
+    async def _applied(self) -> None:
         self._loaded.set()
         async with self._changed:
             self._changed.notify_all()
@@ -204,6 +220,8 @@ class Gateway:
         out["cache_size"] = float(len(self.cache))
         out["in_flight"] = float(len(self._in_flight))
         out["control_version"] = float(self.config_version)
+        # Revisions of the control key that were not snapshots (the one found at start included).
+        out["control_corrupt"] = float(self._watch.skipped if self._watch is not None else 0)
         return out
 
 
