@@ -103,7 +103,15 @@ class StatusCampaign(Message, frozen=True, kw_only=True, tag="status", tag_field
     campaign_id: str
 
 
-CampaignCommand = StartCampaign | StopCampaign | StatusCampaign
+class ResumeCampaign(Message, frozen=True, kw_only=True, tag="resume", tag_field="command"):
+    """Resume a stopped or failed campaign where it stood (its spec is the stored one)."""
+
+    SCHEMA = "campaign_resume.v1"
+
+    campaign_id: str
+
+
+CampaignCommand = StartCampaign | StopCampaign | StatusCampaign | ResumeCampaign
 """The command family on ``campaign.cmd.*``."""
 
 
@@ -170,6 +178,12 @@ class CampaignStatus(Message, frozen=True, kw_only=True):
     epoch: int = 0
     phase: EpochPhase | None = None
     records: list[EpochRecord] = []
+    failure: str = ""
+    """Why it failed (state ``failed``): what retrying could not fix."""
+    retries: int = 0
+    """Transient errors (NATS outages, services restarting) it retried through."""
+    last_error: str = ""
+    """The last of those errors."""
 
 
 class CampaignEvent(Message, frozen=True, kw_only=True):
@@ -177,11 +191,15 @@ class CampaignEvent(Message, frozen=True, kw_only=True):
 
     SCHEMA = "campaign_event.v1"
 
-    kind: Literal["started", "phase", "decided", "finished", "stopped", "failed"]
+    kind: Literal[
+        "started", "phase", "decided", "finished", "stopped", "failed", "retrying", "resumed"
+    ]
     campaign_id: str
     epoch: int = 0
     record: EpochRecord | None = None
     at: float = 0.0
+    reason: str = ""
+    """What happened, for ``failed`` (why) and ``retrying`` (the transient error)."""
 
 
 class CampaignState(msgspec.Struct, frozen=True, kw_only=True, tag="campaign", tag_field="owner"):
@@ -202,6 +220,9 @@ class CampaignState(msgspec.Struct, frozen=True, kw_only=True, tag="campaign", t
     """The epoch's tasks as ``<environment>/<task_id>``, fixed before any job is published."""
     jobs_published: bool = False
     failure: str = ""
+    retries: int = 0
+    """Transient errors retried through since the campaign started (or was resumed)."""
+    last_error: str = ""
 
 
 class RailState(msgspec.Struct, frozen=True, kw_only=True, tag="rail", tag_field="owner"):

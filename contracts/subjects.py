@@ -122,7 +122,7 @@ class Names:
             "teacher", "request", backend if backend in ("*", ">") else _token(backend, "backend")
         )
 
-    def campaign_cmd(self, verb: Literal["start", "stop", "status"] | Wild = "*") -> str:
+    def campaign_cmd(self, verb: Literal["start", "stop", "status", "resume"] | Wild = "*") -> str:
         return self.subject("campaign", "cmd", verb)
 
     def campaign_event(self, kind: str = "*") -> str:
@@ -293,10 +293,13 @@ class Topology(msgspec.Struct, frozen=True, kw_only=True):
 DAY = 86400.0
 
 
-RUNNER_ACK_WAIT_S: dict[str, float] = {"shell": 300.0, "orchestrator": 120.0}
-"""Ack wait of each built-in environment's runner consumer; others get the default below."""
+RUNNER_ACK_WAIT_S: dict[str, float] = {"shell": 60.0, "orchestrator": 30.0}
+"""Ack wait of each built-in environment's runner consumer; others get the default below. A
+running episode's job is kept alive by heartbeats, so this only says how soon the jobs a killed
+runner held go to another replica: short, and well inside a campaign's episode deadline (the
+campaign stretches a deadline shorter than three ack waits)."""
 
-DEFAULT_RUNNER_ACK_WAIT_S = 300.0
+DEFAULT_RUNNER_ACK_WAIT_S = 60.0
 
 
 def runner_name(env: str) -> str:

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 import torch
 
-from aios_rl.bus import Bus
+from aios_rl.bus import Bus, BusError, RemoteError
 from aios_rl.state.checkpoints import CheckpointRegistry
 from aios_rl.state.ledger import Ledger
 from aios_rl.student import new_student
@@ -24,7 +24,9 @@ from contracts import (
     CampaignSpec,
     CampaignStatus,
     Names,
+    ResumeCampaign,
     StartCampaign,
+    StatusCampaign,
     TaskIndex,
     TrainerSettings,
 )
@@ -262,3 +264,170 @@ async def test_destructive_updates_roll_back_to_pre_update_then_last_stable(
     assert ("active", good.checkpoint_id) in moves
     assert pointers.active == good.checkpoint_id and pointers.last_stable == good.checkpoint_id
     assert records[1].new_checkpoint is None  # no training after a rollback
+
+
+# -- outages and failures -------------------------------------------------------------------------
+
+
+def test_transient_errors_are_told_from_permanent_ones() -> None:
+    from aios_rl.bus import (
+        BusError,
+        ConnectError,
+        NoResponders,
+        PermanentError,
+        RemoteError,
+        RequestTimeout,
+    )
+    from aios_rl.state.control import ControlContentionError, ControlUnavailableError
+    from aios_rl.state.ledger import CorruptLedgerError, LedgerUnavailableError
+    from services.campaign.handlers import NoActiveCheckpoint, transient
+
+    for exc in (
+        RequestTimeout("t"),
+        NoResponders("n"),
+        ConnectError("c"),
+        BusError("b"),
+        RemoteError("503", "starting"),
+        RemoteError("504", "slow"),
+        ControlUnavailableError("nats down"),
+        LedgerUnavailableError("nats down"),
+        ControlContentionError("busy", key="k"),
+        NoActiveCheckpoint("no active yet"),
+        TimeoutError(),
+        ConnectionResetError(),
+    ):
+        assert transient(exc), exc
+    for exc in (
+        RemoteError("422", "bad update"),
+        RemoteError("409", "stale"),
+        PermanentError("never"),
+        CorruptLedgerError("garbage"),
+        ValueError("no shell tasks"),
+        KeyError("bug"),
+    ):
+        assert not transient(exc), exc
+
+
+def test_episode_deadlines_leave_room_for_a_killed_runners_jobs() -> None:
+    from services.campaign.logic import ACK_WAITS_PER_DEADLINE, episode_deadline_s
+
+    assert episode_deadline_s(300, [60.0, 30.0]) == 300  # already three ack waits and more
+    assert episode_deadline_s(120, [60.0]) == ACK_WAITS_PER_DEADLINE * 60
+    assert episode_deadline_s(45, []) == 45
+    # The built-in runners' ack waits fit the deadlines the commands use.
+    from contracts.subjects import RUNNER_ACK_WAIT_S
+
+    assert episode_deadline_s(300, list(RUNNER_ACK_WAIT_S.values())) == 300
+
+
+async def _status(bus: Bus, cid: str) -> CampaignStatus:
+    return await bus.request(
+        bus.names.campaign_cmd("status"), StatusCampaign(campaign_id=cid), CampaignStatus, timeout=5
+    )
+
+
+async def _until(bus: Bus, cid: str, states: set[str], timeout: float) -> CampaignStatus:
+    """The campaign's status once its state is one of ``states`` (asked every half second:
+    events published during an outage may be missed, the status is not)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            with contextlib.suppress(BusError):
+                status = await _status(bus, cid)
+                if status.state in states:
+                    return status
+            await asyncio.sleep(0.5)  # a poll period: the condition is re-checked each round
+
+
+@pytest.mark.slow
+async def test_a_campaign_survives_a_nats_server_outage(tmp_path, names: Names) -> None:
+    from aios_rl.bus import connect, provision
+    from aios_rl.stack.natsd import NatsServer
+
+    server = NatsServer(tmp_path / "nats").start()
+    try:
+        async with connect(server.url, name="test", names=names) as bus:
+            await provision(bus)
+            epoch_1 = asyncio.Event()
+
+            async def on_event(msg, raw) -> None:
+                if isinstance(msg, CampaignEvent) and msg.campaign_id == "outage" and msg.epoch:
+                    epoch_1.set()
+
+            await bus.subscribe(bus.names.campaign_event(">"), on_event)
+            async with stack(bus, server.url, names):
+                spec = spec_for("outage", 3, TrainerSettings(learning_rate=1e-2, seed=1))
+                await bus.request(
+                    bus.names.campaign_cmd("start"),
+                    StartCampaign(spec=spec),
+                    CampaignStatus,
+                    timeout=10,
+                )
+                await asyncio.wait_for(epoch_1.wait(), 120)  # work in every service's hands
+                server.stop()
+                await asyncio.sleep(
+                    8
+                )  # the outage (past the 5 s request timeouts): inflicted, not a wait
+                server.start()
+                status = await _until(bus, "outage", {"finished", "failed"}, 240)
+                records = await Ledger(bus).records("outage")
+    finally:
+        server.stop()
+    assert status.state == "finished", (status.failure, status.last_error)
+    assert status.retries >= 1 and status.last_error, "the outage was never noticed"
+    assert [r.epoch for r in records] == [0, 1, 2]
+    assert all(r.phase == "done" and r.new_checkpoint for r in records)
+
+
+@pytest.mark.slow
+async def test_a_campaign_that_cannot_go_on_fails_with_a_reason_and_resumes(
+    bus: Bus, nats_url: str, names: Names
+) -> None:
+    failed = asyncio.Event()
+    reasons: list[str] = []
+
+    async def on_failed(msg, raw) -> None:
+        if isinstance(msg, CampaignEvent) and msg.campaign_id == "nowork":
+            reasons.append(msg.reason)
+            failed.set()
+
+    await bus.subscribe(bus.names.campaign_event("failed"), on_failed)
+    async with stack(bus, nats_url, names):
+        spec = CampaignSpec(
+            campaign_id="nowork",
+            environments={"orchestrator": 1.0},
+            split="heldout",  # no task of this split is stored: retrying cannot fix that
+            tasks_per_epoch=4,
+            epochs=1,
+            episode_deadline_s=60,
+        )
+        await bus.request(
+            bus.names.campaign_cmd("start"), StartCampaign(spec=spec), CampaignStatus, timeout=10
+        )
+        await asyncio.wait_for(failed.wait(), 60)
+        status = await _status(bus, "nowork")
+        assert status.state == "failed" and "no orchestrator tasks" in status.failure
+        assert "no orchestrator tasks" in reasons[0]
+        with pytest.raises(RemoteError, match="404"):
+            await bus.request(
+                bus.names.campaign_cmd("resume"),
+                ResumeCampaign(campaign_id="nope"),
+                CampaignStatus,
+                timeout=10,
+            )
+        # The cause fixed (tasks stored), a resume takes it up where it stood and it finishes.
+        store = await bus.js.object_store(names.bucket(OBJECTS_TASKS))
+        await store.put(
+            Names.object_task_index("orchestrator", "heldout"),
+            msgspec.json.encode(
+                TaskIndex(environment="orchestrator", split="heldout", task_ids=list(COLOURS))
+            ),
+        )
+        resumed = await bus.request(
+            bus.names.campaign_cmd("resume"),
+            ResumeCampaign(campaign_id="nowork"),
+            CampaignStatus,
+            timeout=10,
+        )
+        assert resumed.state == "running" and resumed.failure == ""
+        final = await _until(bus, "nowork", {"finished", "failed"}, 120)
+    assert final.state == "finished", final.failure

@@ -211,6 +211,17 @@ class Bus:
         stamp = raw.time.timestamp() if raw.time is not None else 0.0
         return StoredMessage(raw.seq or seq, raw.subject or "", raw.data or b"", raw.headers, stamp)
 
+    async def ack_wait(self, stream: str, durable: str) -> float | None:
+        """The ack wait in force on the durable consumer (seconds), ``None`` when there is no
+        such consumer. Raises ``BusError`` when JetStream fails."""
+        try:
+            info = await self.js.consumer_info(stream, durable)
+        except nats.js.errors.NotFoundError:
+            return None
+        except nats.errors.Error as exc:
+            raise BusError(f"cannot read consumer {durable!r} of {stream!r}: {exc!r}") from exc
+        return info.config.ack_wait
+
     async def put_object(self, bucket: str, name: str, data: bytes) -> None:
         """Store ``data`` as ``name`` in the Object Store ``bucket`` (its full name).
 

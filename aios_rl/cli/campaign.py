@@ -1,4 +1,4 @@
-"""``aios-rl campaign status`` and ``aios-rl campaign stop``: asked of the campaign service."""
+"""``aios-rl campaign status | stop | resume``: asked of the campaign service."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import msgspec
 from rich.console import Console
 
-from contracts import CampaignStatus, Message, Names, StatusCampaign, StopCampaign
+from contracts import CampaignStatus, Message, Names, ResumeCampaign, StatusCampaign, StopCampaign
 
 from ..bus import connect
 from ._common import CliError, bus_args, url
@@ -19,7 +19,7 @@ __all__ = ["add"]
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
-    camp = subparsers.add_parser("campaign", help="campaign status and stop")
+    camp = subparsers.add_parser("campaign", help="campaign status, stop and resume")
     camp_sub = camp.add_subparsers(dest="campaign_command", metavar="ACTION", required=True)
     status = camp_sub.add_parser(
         "status", help="a campaign's state and its ledger, one row per epoch"
@@ -34,6 +34,12 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     bus_args(stop)
     stop.add_argument("campaign_id", metavar="CAMPAIGN")
     stop.set_defaults(run=_stop)
+    resume = camp_sub.add_parser(
+        "resume", help="resume a stopped or failed campaign where it stood"
+    )
+    bus_args(resume)
+    resume.add_argument("campaign_id", metavar="CAMPAIGN")
+    resume.set_defaults(run=_resume)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -42,6 +48,10 @@ def _status(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     return asyncio.run(_ask(args, "stop", StopCampaign(campaign_id=args.campaign_id)))
+
+
+def _resume(args: argparse.Namespace) -> int:
+    return asyncio.run(_ask(args, "resume", ResumeCampaign(campaign_id=args.campaign_id)))
 
 
 async def _ask(args: argparse.Namespace, command: str, request: Message) -> int:
@@ -64,6 +74,14 @@ async def _ask(args: argparse.Namespace, command: str, request: Message) -> int:
     console.print(
         f"campaign {status.campaign_id}: {status.state}, epoch {status.epoch}, phase {status.phase}"
     )
+    if status.failure:
+        console.print(f"failed: {status.failure}", markup=False)
+        console.print(f"fix the cause, then: aios-rl campaign resume {status.campaign_id}")
+    if status.retries:
+        console.print(
+            f"retried through {status.retries} transient errors; the last: {status.last_error}",
+            markup=False,
+        )
     if status.records:
         console.print(epoch_table(status.records))
     return 0

@@ -15,12 +15,32 @@ from contracts import (
     CampaignStatus,
     Episode,
     StartCampaign,
+    StatusCampaign,
     StopCampaign,
 )
 
-from ..bus import Bus
+from ..bus import Bus, BusError
 
 __all__ = ["run_campaign"]
+
+STATUS_POLL_S = 10.0
+"""How often the watch also asks the campaign's status (events can be missed in an outage)."""
+
+
+async def _ended(bus: Bus, campaign_id: str) -> str:
+    """``finished``, ``failed`` or ``stopped`` if the campaign has ended, else ``""`` (also when
+    the campaign service does not answer: the watch goes on)."""
+    try:
+        status = await bus.request(
+            bus.names.campaign_cmd("status"),
+            StatusCampaign(campaign_id=campaign_id),
+            CampaignStatus,
+            timeout=5,
+        )
+    except BusError:
+        return ""
+    return status.state if status.state in ("finished", "failed", "stopped") else ""
+
 
 _SHORT = {"active": "active", "pre_update_ref": "pre", "last_stable": "stable"}
 
@@ -47,6 +67,14 @@ async def run_campaign(
             console.log(
                 f"epoch {msg.epoch}: verdict [bold]{r.verdict}[/], {r.decision or 'no decision'}"
                 + (f", moved {moved}" if moved else "")
+            )
+        if msg.kind == "retrying":
+            console.log(f"epoch {msg.epoch}: retrying after a transient error: {msg.reason}")
+        if msg.kind == "failed":
+            console.print(
+                f"campaign {spec.campaign_id} failed: {msg.reason}\n"
+                f"fix the cause, then: aios-rl campaign resume {spec.campaign_id}",
+                markup=False,
             )
         if msg.kind in ("finished", "failed", "stopped"):
             state["end"] = msg.kind
@@ -89,13 +117,22 @@ async def run_campaign(
                 )
 
             async with asyncio.timeout(timeout_s):
+                polled = asyncio.get_running_loop().time()
                 while not finished.is_set():
                     refresh()
                     try:
                         async with asyncio.timeout(0.25):
                             await finished.wait()
                     except TimeoutError:
-                        continue
+                        pass
+                    now = asyncio.get_running_loop().time()
+                    if not finished.is_set() and now - polled >= STATUS_POLL_S:
+                        # An event missed during an outage must not leave us waiting for ever.
+                        polled = now
+                        end = await _ended(bus, spec.campaign_id)
+                        if end:
+                            state["end"] = end
+                            finished.set()
             refresh()
     except asyncio.CancelledError:
         # Ctrl-C: leave no campaign running behind (a persistent stack would resume it at its
@@ -108,8 +145,9 @@ async def run_campaign(
                 timeout=5,
             )
             console.print(
-                f"campaign {spec.campaign_id} stopped; run the same command with "
-                f"--campaign-id {spec.campaign_id} to resume it"
+                f"campaign {spec.campaign_id} stopped; resume it with "
+                f"`aios-rl campaign resume {spec.campaign_id}` (or the same command with "
+                f"--campaign-id {spec.campaign_id})"
             )
         raise
     finally:

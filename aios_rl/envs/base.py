@@ -131,9 +131,10 @@ class EnvSpec(Generic[T]):
     """The runner settings class for this environment: ``RunnerSettings`` or a subclass adding
     the environment's own fields (each a ``--flag`` and ``AIOS_<FIELD>``)."""
     description: str = ""
-    ack_wait_s: float = 300.0
-    """The shared consumer's ack wait: longer than one step can take (heartbeats cover the
-    episode)."""
+    ack_wait_s: float | None = None
+    """The shared consumer's ack wait (``None``: the contract's for this name, see
+    ``contracts.subjects.RUNNER_ACK_WAIT_S``); heartbeats keep a running episode's job, so it
+    only says how soon a killed runner's jobs go to another replica."""
 
     def __post_init__(self) -> None:
         if self.tasks.environment != self.name:

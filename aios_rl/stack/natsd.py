@@ -71,7 +71,9 @@ class NatsServer:
         return f"nats://{self.host}:{self.port}"
 
     def start(self, timeout: float = 15.0) -> NatsServer:
+        """Start the server (again, after :meth:`stop`: same port, same store)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._ready.clear()
         cmd = [
             find_nats_server(),
             "-a",

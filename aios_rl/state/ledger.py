@@ -59,9 +59,10 @@ class Ledger:
         self._bus = bus
         self._kv = Kv(bus, bus.names.bucket(BUCKET_LEDGER), _KINDS)
 
-    async def put(self, record: EpochRecord, kind: str = "phase") -> int:
-        """Store ``record`` as its epoch's line and publish ``CampaignEvent(kind, record)``;
-        returns the KV revision that holds it. Idempotent (see the module docstring)."""
+    async def put(self, record: EpochRecord, kind: str = "phase", *, reason: str = "") -> int:
+        """Store ``record`` as its epoch's line and publish ``CampaignEvent(kind, record)``
+        (with ``reason``, for a failure); returns the KV revision that holds it. Idempotent (see
+        the module docstring)."""
         if kind not in EVENT_KINDS:
             raise ValueError(f"campaign event kind {kind!r} is not one of {EVENT_KINDS}")
         key = Names.key_epoch(record.campaign_id, record.epoch)
@@ -77,6 +78,7 @@ class Ledger:
             epoch=record.epoch,
             record=record,
             at=time.time(),
+            reason=reason,
         )
         try:
             await self._bus.publish_durable(

@@ -17,16 +17,20 @@ from aios_rl.bus import (
     Bus,
     BusError,
     NoResponders,
+    PermanentError,
     RemoteError,
     RequestTimeout,
     ServiceError,
     get_logger,
 )
+from aios_rl.state import ContentionError, UnavailableError
 from aios_rl.state.checkpoints import CheckpointRegistry, InvalidMoveError, StalePointersError
 from aios_rl.state.control import ControlStore
 from aios_rl.state.ledger import Ledger
 from aios_rl.state.tasks import task_ids
 from contracts import (
+    CampaignEvent,
+    CampaignSpec,
     CampaignState,
     CampaignStatus,
     ControlSnapshot,
@@ -36,16 +40,41 @@ from contracts import (
     EpochVerdictRequest,
     Names,
     PointerMove,
+    ResumeCampaign,
     StartCampaign,
     StatusCampaign,
     StopCampaign,
     TrainerUpdate,
     TrainerUpdateResult,
 )
+from contracts.subjects import STREAM_ROLLOUTS, runner_name
 
-from .logic import decide, group_id, plan_jobs, sample_tasks
+from .logic import decide, episode_deadline_s, group_id, plan_jobs, sample_tasks
 from .settings import CampaignSettings
 from .store import Arrivals
+
+
+class NoActiveCheckpoint(RuntimeError):
+    """Nothing is active yet (the trainer has not stored its first checkpoint): transient."""
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether retrying may fix ``exc``: NATS unreachable or slow, a service not answering or
+    restarting (an error reply 5xx), state briefly unavailable or contended, nothing active yet.
+    Anything else (a corrupt value, a refused request, a bug) is not."""
+    if isinstance(exc, RemoteError):
+        return exc.code.startswith("5")
+    if isinstance(exc, PermanentError):
+        return False
+    return isinstance(
+        exc,
+        BusError
+        | UnavailableError
+        | ContentionError
+        | NoActiveCheckpoint
+        | TimeoutError
+        | ConnectionError,
+    )
 
 
 class Campaigns:
@@ -60,6 +89,8 @@ class Campaigns:
         self.arrivals = Arrivals(bus)
         self.drivers: dict[str, asyncio.Task[None]] = {}
         self.wakeups: dict[str, asyncio.Event] = {}
+        self.unrecorded: dict[str, tuple[int, str]] = {}
+        """Campaign -> (transient errors not yet counted in its state, the last one)."""
         self._stopped = asyncio.Event()
         self.log = get_logger()
 
@@ -85,7 +116,7 @@ class Campaigns:
         return snap.state
 
     async def record(
-        self, state: CampaignState, kind: str = "phase", **changes: object
+        self, state: CampaignState, kind: str = "phase", *, reason: str = "", **changes: object
     ) -> EpochRecord:
         """Rewrite the epoch's ledger line with ``changes`` (and the state's phase)."""
         spec = state.spec
@@ -101,7 +132,7 @@ class Campaigns:
             degradation_streak=state.degradation_streak,
             **changes,
         )
-        await self.ledger.put(rec, kind=kind)
+        await self.ledger.put(rec, kind=kind, reason=reason)
         return rec
 
     # -- commands -----------------------------------------------------------------------------------
@@ -120,11 +151,33 @@ class Campaigns:
         assert isinstance(snap.state, CampaignState)
         if snap.state.spec != spec:
             raise ServiceError("409", f"campaign {spec.campaign_id} exists with another spec")
-        if snap.state.state in ("stopping", "stopped"):
-            await self.save(spec.campaign_id, lambda s: msgspec.structs.replace(s, state="running"))
-        if snap.state.state in ("running", "stopping", "stopped"):
+        if snap.state.state in ("stopping", "stopped", "failed"):
+            return await self.resume(ResumeCampaign(campaign_id=spec.campaign_id))
+        if snap.state.state == "running":
             self.ensure_driver(spec.campaign_id)
         return await self.status(StatusCampaign(campaign_id=spec.campaign_id))
+
+    async def resume(self, cmd: ResumeCampaign) -> CampaignStatus:
+        """Take a stopped or failed campaign up where it stood (a running one is only made sure
+        to have a driver). 404 for an unknown campaign, 409 for a finished one."""
+        state = await self.state(cmd.campaign_id)
+        if state is None:
+            raise ServiceError("404", f"no campaign {cmd.campaign_id}")
+        if state.state == "finished":
+            raise ServiceError("409", f"campaign {cmd.campaign_id} has finished")
+        if state.state in ("stopping", "stopped", "failed"):
+            was = state.state
+            state = await self.save(
+                cmd.campaign_id,
+                lambda s: msgspec.structs.replace(
+                    s, state="running", failure="", retries=0, last_error=""
+                ),
+            )
+            self.unrecorded.pop(cmd.campaign_id, None)
+            await self.record(state, kind="resumed", reason=f"resumed from {was}")
+            self.log.info("campaign_resumed", campaign_id=cmd.campaign_id, was=was)
+        self.ensure_driver(cmd.campaign_id)
+        return await self.status(StatusCampaign(campaign_id=cmd.campaign_id))
 
     async def stop(self, cmd: StopCampaign) -> CampaignStatus:
         state = await self.state(cmd.campaign_id)
@@ -145,6 +198,9 @@ class Campaigns:
             epoch=state.epoch,
             phase=state.phase,
             records=await self.ledger.records(cmd.campaign_id),
+            failure=state.failure,
+            retries=state.retries,
+            last_error=state.last_error,
         )
 
     # -- arrivals -----------------------------------------------------------------------------------
@@ -183,35 +239,130 @@ class Campaigns:
         await asyncio.gather(*self.drivers.values(), return_exceptions=True)
 
     async def drive(self, campaign_id: str) -> None:
+        """Run the campaign's phases until it finishes, stops or fails. A transient error (NATS
+        unreachable, a service restarting) is retried with back-off from the phase it hit; only
+        an error retrying cannot fix (or ``retry_limit`` transient ones in a row) fails it."""
         log = self.log.bind(campaign_id=campaign_id)
-        try:
-            while True:
-                state = await self.state(campaign_id)
-                if state is None or state.state not in ("running", "stopping"):
+        pause, in_a_row = self.settings.retry_initial_s, 0
+        while True:
+            try:
+                if await self._step(campaign_id, log):
                     return
-                if state.state == "stopping":  # stop at a phase boundary; start resumes from here
-                    state = await self.save(
-                        campaign_id, lambda s: msgspec.structs.replace(s, state="stopped")
-                    )
-                    await self.record(state, kind="stopped")
-                    log.info("campaign_stopped", epoch=state.epoch, phase=state.phase)
+                pause, in_a_row = self.settings.retry_initial_s, 0
+                if campaign_id in self.unrecorded:  # retries NATS was too down to record
+                    await self._record_retries(campaign_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                in_a_row += 1
+                limit = self.settings.retry_limit
+                if transient(exc) and (limit == 0 or in_a_row < limit):
+                    log.warning("campaign_retrying", error=repr(exc), attempt=in_a_row, in_s=pause)
+                    await self._note_retry(campaign_id, exc)
+                    await self._pause(campaign_id, pause)
+                    pause = min(pause * 2, self.settings.retry_max_s)
+                    continue
+                reason = (
+                    f"{type(exc).__name__}: {exc}"
+                    if not transient(exc)
+                    else f"gave up after {in_a_row} transient errors in a row; the last: {exc!r}"
+                )
+                log.exception("campaign_failed", reason=reason)
+                if await self._fail(campaign_id, reason[:1000]):
                     return
-                step = {
-                    "collect": self.collect,
-                    "compare": self.compare,
-                    "decide": self.decide,
-                    "train": self.train,
-                    "done": self.finish_epoch,
-                }[state.phase]
-                await step(state)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("campaign_failed")
-            failure = repr(exc)
-            await self.save(
-                campaign_id, lambda s: msgspec.structs.replace(s, state="failed", failure=failure)
+                await self._pause(campaign_id, pause)  # could not even record it: NATS is down
+
+    async def _step(self, campaign_id: str, log) -> bool:  # type: ignore[no-untyped-def]
+        """One phase of the campaign; ``True`` when the driver is done with it."""
+        state = await self.state(campaign_id)
+        if state is None or state.state not in ("running", "stopping"):
+            return True
+        if state.state == "stopping":  # stop at a phase boundary; start resumes from here
+            state = await self.save(
+                campaign_id, lambda s: msgspec.structs.replace(s, state="stopped")
             )
+            await self.record(state, kind="stopped")
+            log.info("campaign_stopped", epoch=state.epoch, phase=state.phase)
+            return True
+        step = {
+            "collect": self.collect,
+            "compare": self.compare,
+            "decide": self.decide,
+            "train": self.train,
+            "done": self.finish_epoch,
+        }[state.phase]
+        await step(state)
+        return False
+
+    async def _note_retry(self, campaign_id: str, exc: BaseException) -> None:
+        """Count the retry in the campaign's state and announce it. Best effort: NATS may be
+        the thing that is down; what cannot be recorded now is recorded after the recovery."""
+        count, _ = self.unrecorded.get(campaign_id, (0, ""))
+        self.unrecorded[campaign_id] = (count + 1, repr(exc)[:500])
+        with contextlib.suppress(Exception):
+            await self._record_retries(campaign_id)
+
+    async def _record_retries(self, campaign_id: str) -> None:
+        count, error = self.unrecorded[campaign_id]
+        state = await self.save(
+            campaign_id,
+            lambda s: msgspec.structs.replace(s, retries=s.retries + count, last_error=error),
+        )
+        del self.unrecorded[campaign_id]
+        with contextlib.suppress(Exception):
+            await self.bus.publish_durable(
+                self.bus.names.campaign_event("retrying"),
+                CampaignEvent(
+                    kind="retrying",
+                    campaign_id=campaign_id,
+                    epoch=state.epoch,
+                    at=time.time(),
+                    reason=error,
+                ),
+                msg_id=f"{campaign_id}:retrying:{state.retries}",
+            )
+
+    async def _fail(self, campaign_id: str, reason: str) -> bool:
+        """Mark the campaign failed with ``reason`` and announce it; ``False`` when that could
+        not be written (then the driver tries again after a pause)."""
+        try:
+            state = await self.save(
+                campaign_id,
+                lambda s: msgspec.structs.replace(s, state="failed", failure=reason),
+            )
+            await self.record(state, kind="failed", reason=reason)
+        except Exception as exc:
+            self.log.warning("campaign_fail_not_recorded", campaign_id=campaign_id, error=repr(exc))
+            return False
+        return True
+
+    async def _pause(self, campaign_id: str, seconds: float) -> None:
+        """Back off ``seconds`` before retrying, or less if the campaign is woken (stopped)."""
+        wake = self.wakeups.setdefault(campaign_id, asyncio.Event())
+        wake.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await wake.wait()
+
+    async def _deadline_s(self, spec: CampaignSpec) -> float:
+        """The spec's episode deadline, stretched to a few ack waits of the runners it uses
+        (as they are in force: a deployment may set its own)."""
+        stream = self.bus.names.stream(STREAM_ROLLOUTS)
+        waits = [
+            w
+            for env in spec.environments
+            if (w := await self.bus.ack_wait(stream, runner_name(env))) is not None
+        ]
+        deadline = episode_deadline_s(spec.episode_deadline_s, waits)
+        if deadline > spec.episode_deadline_s:
+            self.log.warning(
+                "episode_deadline_stretched",
+                campaign_id=spec.campaign_id,
+                asked_s=spec.episode_deadline_s,
+                used_s=deadline,
+                runner_ack_waits_s=waits,
+            )
+        return deadline
 
     async def _task_ids(self, env: str, split: str) -> list[str]:
         return await task_ids(self.bus, env, split)
@@ -224,7 +375,7 @@ class Campaigns:
             tasks = sample_tasks(spec, state.epoch, available)
             pointers, _ = await self.registry.pointers()
             if pointers.active is None:
-                raise RuntimeError("no active checkpoint: is the trainer running?")
+                raise NoActiveCheckpoint("no active checkpoint yet: is the trainer running?")
             candidate = pointers.active
             reference = pointers.pre_update_ref or candidate
             state = await self.save(
@@ -245,7 +396,7 @@ class Campaigns:
                 reference_checkpoint=reference,
                 scheduled=len(plan_jobs(spec, state, deadline=0)),
             )
-        deadline = state.epoch_started_at + spec.episode_deadline_s
+        deadline = state.epoch_started_at + await self._deadline_s(spec)
         jobs = plan_jobs(spec, state, deadline=deadline)
         if not state.jobs_published:
             for job in jobs:

@@ -31,12 +31,24 @@ __all__ = [
     "DecisionPlan",
     "add_arrival",
     "decide",
+    "episode_deadline_s",
     "episode_id",
     "group_id",
     "plan_jobs",
     "sample_tasks",
     "split_counts",
 ]
+
+
+ACK_WAITS_PER_DEADLINE = 3
+"""An epoch waits for its episodes at least this many runner ack waits: the jobs a killed runner
+held come back after one ack wait, so even a second kill leaves time to run them."""
+
+
+def episode_deadline_s(asked_s: float, ack_waits_s: Sequence[float]) -> float:
+    """How long an epoch waits for its episodes: the spec's ``asked_s``, stretched to
+    ``ACK_WAITS_PER_DEADLINE`` times the longest ack wait of the runners it uses."""
+    return max(asked_s, ACK_WAITS_PER_DEADLINE * max(ack_waits_s, default=0.0))
 
 
 def split_counts(total: int, ratios: Mapping[str, float]) -> dict[str, int]:

@@ -23,3 +23,20 @@ class CampaignSettings(ServiceSettings):
     """How often a collecting epoch re-reads its arrivals when no episode wakes it."""
     concurrency: int = 8
     """Compared episodes counted at once."""
+    retry_initial_s: float = 1.0
+    """First pause after a transient error (a NATS outage, a service restarting); doubles up to
+    ``retry_max_s``."""
+    retry_max_s: float = 30.0
+    """Longest pause between retries of a campaign step."""
+    retry_limit: int = 200
+    """Transient errors in a row after which the campaign fails (at the longest pause, about
+    1.5 hours of an outage); 0: retry for ever."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.retry_initial_s <= self.retry_max_s:
+            raise ValueError(
+                "retry_initial_s must be above 0 and at most retry_max_s, got "
+                f"{self.retry_initial_s} and {self.retry_max_s}."
+            )
+        if self.retry_limit < 0:
+            raise ValueError(f"retry_limit must be 0 or more, got {self.retry_limit}.")

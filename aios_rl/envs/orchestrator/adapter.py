@@ -68,5 +68,4 @@ SPEC = EnvSpec(
     host=OrchestratorHost,
     settings=RunnerSettings,
     description="Runs orchestrator decision episodes (dispatch, preflight, clarity).",
-    ack_wait_s=120.0,
 )

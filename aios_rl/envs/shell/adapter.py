@@ -25,7 +25,7 @@ __all__ = ["SPEC", "ShellEnv", "ShellHost", "ShellRunnerSettings", "work_root"]
 class ShellRunnerSettings(RunnerSettings):
     """Run shell bug-fix episodes: each step's action asked of the sampler, commands run in the
     sandbox (``AIOS_ALLOW_UNSANDBOXED=1`` is the only way to run without one). ``ack_wait_s`` 0
-    keeps the contract's 300 s."""
+    keeps the contract's (``contracts.subjects.RUNNER_ACK_WAIT_S``)."""
 
     env: str = "shell"
     """The environment this runner runs."""
@@ -154,5 +154,4 @@ SPEC = EnvSpec(
     host=ShellHost,
     settings=ShellRunnerSettings,
     description="Runs shell bug-fix episodes in the sandbox.",
-    ack_wait_s=300.0,
 )
