@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from .. import __version__
 from ..bus import BusError, configure_logging
@@ -29,8 +30,15 @@ COMMANDS = (up, services, tap, publish, checkpoints, shell, campaign, demo)
 """The command groups, in the order ``aios-rl --help`` lists them."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: the message and where to look, not the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="aios-rl",
         description="aios-rl: one student policy, trained by RL across environments on NATS.",
     )

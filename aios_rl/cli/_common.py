@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import urllib.parse
 from collections.abc import Coroutine
 from typing import Any
 
@@ -14,6 +15,8 @@ __all__ = [
     "CliError",
     "bus_args",
     "fraction",
+    "nats_url",
+    "port",
     "positive",
     "run_until_interrupt",
     "training_args",
@@ -27,9 +30,42 @@ class CliError(Exception):
     """An error to show the user as one line."""
 
 
+_SCHEMES = ("nats", "tls", "ws", "wss")
+
+
+def nats_url(text: str) -> str:
+    """A NATS server URL, or a comma-separated list of them (a cluster): ``nats://host:port``.
+    Raises ``ArgumentTypeError`` (a one-line argparse error) for anything else."""
+    for part in text.split(","):
+        try:
+            parsed = urllib.parse.urlsplit(part.strip())
+            explicit_port = parsed.port
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{part!r} is not a NATS URL: {exc}") from None
+        if parsed.scheme not in _SCHEMES or not parsed.hostname:
+            raise argparse.ArgumentTypeError(
+                f"{part!r} is not a NATS URL: use nats://HOST:PORT (or tls://, ws://, wss://)"
+            )
+        if explicit_port == 0:
+            raise argparse.ArgumentTypeError(f"{part!r} is not a NATS URL: port 0")
+    return text
+
+
+def port(text: str) -> int:
+    """A TCP port number (1-65535). Raises ``ArgumentTypeError`` otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"{value} is not a TCP port (1-65535)")
+    return value
+
+
 def bus_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--nats-url",
+        type=nats_url,
         default=os.environ.get("NATS_URL"),
         help=f"NATS server (env NATS_URL; default {DEFAULT_URL})",
     )

@@ -10,10 +10,13 @@ import signal
 import sys
 from pathlib import Path
 
+from contracts import Names
+
+from ..bus import ConnectError, connect, discover
 from ..stack import SERVICES
 from ..stack.natsd import NatsServer, NatsServerError
-from ..stack.supervisor import Supervisor, parse_scale, plan
-from ._common import CliError, bus_args
+from ..stack.supervisor import Replica, Supervisor, parse_scale, plan
+from ._common import CliError, bus_args, port
 
 __all__ = ["add"]
 
@@ -30,7 +33,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     )
     up.add_argument(
         "--nats-port",
-        type=int,
+        type=port,
         default=4222,
         help="client port of the embedded NATS (default 4222)",
     )
@@ -45,6 +48,20 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     up.set_defaults(run=_run)
 
 
+async def _running_singletons(url: str, namespace: str, replicas: list[Replica]) -> list[str]:
+    """The services of ``replicas`` that cannot share their work and already run in the
+    namespace (each with its pid): a second ``up`` must not start them twice."""
+    try:
+        async with connect(
+            url, name="aios-rl-up", names=Names(namespace), connect_deadline=5.0
+        ) as bus:
+            found = await discover(bus.nc, namespace=namespace, window=0.3)
+    except ConnectError as exc:
+        raise CliError(f"no NATS server answers at {url}: {exc}") from exc
+    wanted = {r.service.name for r in replicas if not r.service.scalable}
+    return sorted(f"{v.name} (pid {v.pid})" for v in found if v.name in wanted)
+
+
 def _run(args: argparse.Namespace) -> int:
     only = [n.strip() for n in args.only.split(",") if n.strip()] or None
     replicas = plan(SERVICES, scale=parse_scale(args.scale, [s.name for s in SERVICES]), only=only)
@@ -57,9 +74,22 @@ def _run(args: argparse.Namespace) -> int:
             server.start()
         except NatsServerError as exc:
             raise CliError(
-                f"{exc} (is another stack using port {args.nats_port}? try --nats-port or --nats-url)"
+                f"{exc} (is another stack running? try --nats-port, --data-dir or --nats-url)"
             ) from exc
         url = server.url
+    try:
+        running = asyncio.run(_running_singletons(url, args.namespace, replicas))
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+    if running:
+        if server is not None:
+            server.stop()
+        raise CliError(
+            f"{', '.join(running)} already running in namespace {args.namespace!r} at {url}: "
+            "one stack per namespace (stop it, or use --namespace, or --only for the others)"
+        )
     env = {
         "NATS_URL": url,
         "AIOS_NAMESPACE": args.namespace,

@@ -3,6 +3,8 @@ with JetStream on a local data dir. Used by ``aios-rl up`` and by the tests."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -13,11 +15,26 @@ import threading
 from pathlib import Path
 from typing import IO
 
-__all__ = ["NatsServer", "NatsServerError", "find_nats_server", "free_port"]
+from ._proc import die_with_parent
+
+__all__ = ["NatsServer", "NatsServerError", "check_port", "find_nats_server", "free_port"]
 
 
 class NatsServerError(Exception):
-    """The embedded nats-server could not be found or did not become ready."""
+    """The embedded nats-server could not be found, could not start, or did not become ready."""
+
+
+def check_port(port: int, host: str = "127.0.0.1") -> None:
+    """Raise ``NatsServerError`` (one line) when ``port`` is out of range or taken on ``host``."""
+    if not 0 < port < 65536:
+        raise NatsServerError(f"port {port} is not a TCP port (1-65535)")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As the server binds: a port whose last connections linger in TIME_WAIT is free.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise NatsServerError(f"port {port} on {host} is taken ({exc.strerror})") from None
 
 
 def find_nats_server() -> str:
@@ -65,15 +82,21 @@ class NatsServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
+        self._lock: IO[str] | None = None
 
     @property
     def url(self) -> str:
         return f"nats://{self.host}:{self.port}"
 
     def start(self, timeout: float = 15.0) -> NatsServer:
-        """Start the server (again, after :meth:`stop`: same port, same store)."""
+        """Start the server (again, after :meth:`stop`: same port, same store). Raises
+        ``NatsServerError`` at once for a bad or taken port or a store another server uses, and
+        when the server exits or is not ready within ``timeout``."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._ready.clear()
+        check_port(self.port, self.host)
+        check_port(self.monitor_port, self.host)
+        self._lock_store()
         cmd = [
             find_nats_server(),
             "-a",
@@ -89,7 +112,11 @@ class NatsServer:
             f"aios-{self.port}",
         ]
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),  # a SIGKILLed `aios-rl up` leaves no server behind
         )
         assert self.proc.stderr is not None
         log: IO[bytes] = open(self.log_file, "ab")
@@ -97,13 +124,54 @@ class NatsServer:
             target=self._pump, args=(self.proc.stderr, log), daemon=True
         )
         self._reader.start()
-        if not self._ready.wait(timeout):
-            self.stop()
-            tail = self.log_file.read_text(errors="replace")[-2000:]
-            raise NatsServerError(
-                f"nats-server on port {self.port} was not ready within {timeout}s:\n{tail}"
-            )
+        waited = 0.0
+        while not self._ready.wait(0.1):
+            waited += 0.1
+            code = self.proc.poll()
+            if code is not None or waited >= timeout:
+                self.stop()
+                last = self._last_error()
+                why = f"exited with code {code}" if code is not None else f"not ready in {timeout}s"
+                raise NatsServerError(
+                    f"nats-server on port {self.port} {why}"
+                    + (f": {last}" if last else f" (log: {self.log_file})")
+                )
         return self
+
+    def _last_error(self) -> str:
+        """The last line of the server's log that reports an error, if any."""
+        with contextlib.suppress(OSError):
+            lines = self.log_file.read_text(errors="replace").splitlines()
+            for line in reversed(lines[-50:]):
+                if "[FTL]" in line or "[ERR]" in line:
+                    return line.split("] ", 2)[-1].strip()
+        return ""
+
+    def _lock_store(self) -> None:
+        """Hold a lock on the JetStream store for the server's life: two servers on one store
+        corrupt it. Raises ``NatsServerError`` when another holds it."""
+        if self._lock is not None:
+            return
+        lock = open(self.data_dir / "server.lock", "a+")  # held until stop()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            lock.close()
+            raise NatsServerError(
+                f"the JetStream store {self.data_dir} is in use by {holder}: one server per store"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()} (port {self.port})\n")
+        lock.flush()
+        self._lock = lock
+
+    def _unlock_store(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def _pump(self, stream: IO[bytes], log: IO[bytes]) -> None:
         with log:
@@ -116,6 +184,7 @@ class NatsServer:
     def stop(self, timeout: float = 10.0) -> None:
         proc = self.proc
         if proc is None or proc.poll() is not None:
+            self._unlock_store()
             return
         proc.send_signal(signal.SIGTERM)
         try:
@@ -125,12 +194,14 @@ class NatsServer:
             proc.wait(timeout)
         if self._reader is not None:
             self._reader.join(timeout)
+        self._unlock_store()
 
     def kill(self) -> None:
         """SIGKILL the server (for crash tests)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._unlock_store()
 
     def __enter__(self) -> NatsServer:
         return self.start()

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from ._proc import die_with_parent
 from .services import SERVICES, ServiceEntry
 
 __all__ = ["PlanError", "Replica", "Supervisor", "parse_scale", "plan", "restart_delay"]
@@ -167,6 +168,7 @@ class Supervisor:
             stdin=asyncio.subprocess.DEVNULL,
             env=env,
             start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
+            preexec_fn=die_with_parent(),  # and a SIGKILLed supervisor orphans nothing
             limit=1 << 20,
         )
         self.procs[r.label] = proc
