@@ -6,11 +6,14 @@ import msgspec
 
 from ._base import Message
 
-__all__ = ["ConsumerStats", "DeadLetter", "ServiceStatus"]
+__all__ = ["ConsumerStats", "DeadLetter", "ServiceStatus", "dead_letter_object"]
 
 
 class DeadLetter(Message, frozen=True, kw_only=True):
-    """A message that could not be processed, kept whole on ``dlq.<stream>`` for diagnosis."""
+    """A message that could not be processed, kept on ``dlq.<stream>`` for diagnosis: whole when
+    it fits in a bus message, else its payload is in the Object Store ``evidence``
+    (``payload_ref``) or, when that fails too, cut short (``payload_size`` and ``payload_sha256``
+    describe the original)."""
 
     SCHEMA = "dead_letter.v1"
 
@@ -27,6 +30,18 @@ class DeadLetter(Message, frozen=True, kw_only=True):
     headers: dict[str, str] = {}
     payload: bytes = b""
     at: float = 0.0
+    payload_size: int = 0
+    """Bytes of the original payload (``payload`` is shorter when it was cut or stored away)."""
+    payload_sha256: str = ""
+    """Hex digest of the original payload, when ``payload`` does not hold all of it."""
+    payload_ref: str = ""
+    """Object Store ``evidence`` name of the original payload (:func:`dead_letter_object`), when
+    it was too large to keep here."""
+
+
+def dead_letter_object(stream: str, seq: int) -> str:
+    """The Object Store ``evidence`` name of a dead letter's payload: ``dlq/<stream>/<seq>``."""
+    return f"dlq/{stream}/{seq}"
 
 
 class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -34,6 +34,7 @@ from contracts import (
     registered,
     topology,
 )
+from contracts.codec import MAX_DEPTH, MAX_PAYLOAD_BYTES, EncodeError
 from contracts.subjects import STREAM_DLQ, STREAM_EPISODES
 
 # -- building instances from the type information ----------------------------------------------
@@ -174,7 +175,7 @@ def test_decode_any_unknown_schema() -> None:
         ),
         pytest.param(
             b'{"episode_id": "e", "environment": "Mars Rover!", "task_id": "t"}',
-            id="not-an-environment-name"
+            id="not-an-environment-name",
         ),
         pytest.param(
             b'{"episode_id": "e", "environment": "shell", "task_id": "t", "env_reward": null}',
@@ -469,3 +470,108 @@ def test_every_published_stage_and_dead_letter_has_a_stream() -> None:
     ]
     for p in published:
         assert sum(overlap(p, s) for s in subjects) == 1, f"{p} is held by no stream or by several"
+
+
+# -- hostile input: every failure to decode is a DecodeError -------------------------------------
+
+EPISODE_HEAD = b'{"episode_id": "e", "environment": "shell", "task_id": "t", "zz": '
+
+
+def nested(depth: int, *, head: bytes = EPISODE_HEAD) -> bytes:
+    """An episode whose unknown field ``zz`` nests ``depth`` objects (its own object adds one)."""
+    return head + b'{"a": ' * depth + b"1" + b"}" * depth + b"}"
+
+
+def _decode_error(payload: bytes, **kw: Any) -> DecodeError:
+    with pytest.raises(DecodeError) as err:
+        decode(payload, {SCHEMA_HEADER: "episode.v1"}, Episode, **kw)
+    with pytest.raises(DecodeError) as err_any:
+        decode_any(payload, {SCHEMA_HEADER: "episode.v1"}, **kw)
+    assert err_any.value.reason == err.value.reason
+    assert err.value.schema == "episode.v1"
+    return err.value
+
+
+@pytest.mark.parametrize("depth", [5_000, 100_000])
+def test_decode_of_deep_nesting_is_too_deep_not_a_recursion_error(depth: int) -> None:
+    err = _decode_error(nested(depth))
+    assert err.reason == "too_deep"
+    assert str(MAX_DEPTH) in err.detail
+
+
+def test_nesting_up_to_the_limit_decodes_and_brackets_in_strings_do_not_count() -> None:
+    assert decode(nested(MAX_DEPTH - 1), {SCHEMA_HEADER: "episode.v1"}, Episode).task_id == "t"
+    assert _decode_error(nested(MAX_DEPTH)).reason == "too_deep"
+    brackets = "[{" * 5_000 + '\\"' + "}]" * 3  # an escaped quote does not end the string
+    payload = msgspec.json.encode(
+        {"episode_id": brackets, "environment": "shell", "task_id": "t", "zz": [[["x]"]]]}
+    )
+    assert decode(payload, {SCHEMA_HEADER: "episode.v1"}, Episode).episode_id == brackets
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(b"[" * 100_000, id="unclosed-arrays"),
+        pytest.param(EPISODE_HEAD + b"[" * 5_000, id="unclosed-in-a-field"),
+        pytest.param(EPISODE_HEAD + b'"\\"' + b"{" * 5_000, id="unterminated-string"),
+    ],
+)
+def test_unclosed_deep_nesting_is_too_deep(payload: bytes) -> None:
+    assert _decode_error(payload).reason == "too_deep"
+
+
+def test_decode_of_a_payload_over_the_size_limit_is_too_large() -> None:
+    big = msgspec.json.encode(
+        {"episode_id": "e", "environment": "shell", "task_id": "t", "junk": "x" * MAX_PAYLOAD_BYTES}
+    )
+    err = _decode_error(big)
+    assert err.reason == "too_large"
+    assert str(MAX_PAYLOAD_BYTES) in err.detail
+    # A reader of something larger than a bus message (an Object Store document) may allow more.
+    assert decode(big, {SCHEMA_HEADER: "episode.v1"}, Episode, max_bytes=2 * len(big)).task_id
+    assert _decode_error(b"{}", max_bytes=1).reason == "too_large"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(b"", id="empty"),
+        pytest.param(b"\xff\xfe{}", id="bom-like-bytes"),
+        pytest.param(
+            b'{"episode_id": "\xed\xa0\x80", "environment": "shell"}', id="utf8-surrogate"
+        ),
+        pytest.param(b'{"episode_id": "\xc3\x28", "environment": "shell"}', id="invalid-utf8"),
+        pytest.param(EPISODE_HEAD.replace(b'"e"', b'"\\ud800"') + b"1}", id="lone-surrogate"),
+        pytest.param(EPISODE_HEAD.replace(b'"e"', b'"\\udc00"') + b"1}", id="lone-low-surrogate"),
+        pytest.param(EPISODE_HEAD.replace(b'"e"', b'"\\u12"') + b"1}", id="short-escape"),
+        pytest.param(EPISODE_HEAD[:-7] + b'"env_reward": 1e999999}', id="float-overflow"),
+        pytest.param(EPISODE_HEAD[:-7] + b'"epoch": 1' + b"0" * 5_000 + b"}", id="huge-int"),
+        pytest.param(EPISODE_HEAD[:-7] + b'"env_reward": NaN}', id="nan-literal"),
+        pytest.param(EPISODE_HEAD[:-7] + b'"env_reward": -Infinity}', id="infinity-literal"),
+        pytest.param(EPISODE_HEAD + b"1} trailing", id="trailing-garbage"),
+        pytest.param(b'"' + b"\\" * 10_001 + b'"', id="backslashes"),
+        pytest.param(b"\x00" * 1_000, id="nul-bytes"),
+    ],
+)
+def test_hostile_payloads_are_decode_errors(payload: bytes) -> None:
+    assert _decode_error(payload).reason in ("invalid_payload", "too_deep")
+
+
+def test_duplicate_keys_take_the_last_value() -> None:
+    payload = EPISODE_HEAD[:-7] + b'"task_id": "second"}'
+    assert decode(payload, {SCHEMA_HEADER: "episode.v1"}, Episode).task_id == "second"
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        pytest.param(TeacherSignal(backend="oracle", rationale="\ud800"), id="lone-surrogate"),
+        pytest.param(TeacherSignal(backend="oracle", rationale=object()), id="not-serialisable"),  # type: ignore[arg-type]
+    ],
+)
+def test_an_unencodable_message_is_an_encode_error(msg: Any) -> None:
+    with pytest.raises(EncodeError) as err:
+        encode(msg)
+    assert isinstance(err.value, ContractError)
+    assert msg.SCHEMA in str(err.value)

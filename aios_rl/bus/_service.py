@@ -7,12 +7,18 @@ A service is plain functions registered on a :class:`Service`::
     svc.consume("reward", Episode, on_taught)            # durable, declared in the topology
     svc.endpoint("sample", bus.names.replay_sample(), ReplaySampleRequest, sample)
     await svc.run()                                      # until SIGTERM / SIGINT / stop()
+
+No input stops a service: a message that does not decode (too large, too deep, not the
+contract) or that its handler rejects is dead-lettered and acked; a dead letter too large for a
+bus message keeps its payload in the Object Store ``evidence`` (or, failing that, cut short with
+its digest); a request that fails in any way gets an error reply (400, 422 or 500).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -31,6 +37,7 @@ from nats.micro.service import EndpointStats, ServiceError
 
 from contracts import (
     ConsumerStats,
+    ContractError,
     DeadLetter,
     DecodeError,
     Message,
@@ -40,14 +47,24 @@ from contracts import (
     encode,
 )
 from contracts import topology as stack_topology
-from contracts.subjects import SCHEMA_HEADER, ConsumerSpec
+from contracts.codec import EncodeError
+from contracts.ops import dead_letter_object
+from contracts.subjects import OBJECTS_EVIDENCE, SCHEMA_HEADER, ConsumerSpec
 
 from ._bus import Bus
-from ._errors import PermanentError
+from ._errors import BusError, PermanentError
 from ._logging import get_logger
 from ._provision import apply_ack_wait
 
 __all__ = ["ConsumerHandler", "EndpointHandler", "Service"]
+
+_HEADROOM = 4096
+"""Bytes of a bus message left for its headers and protocol line when sizing a dead letter."""
+_ERROR_CHARS = 2000
+"""Longest error a dead letter or an error reply carries (the rest is cut)."""
+_HEADER_CHARS = 256
+_HEADER_COUNT = 32
+"""A dead letter too large even without its payload keeps this many original headers, cut."""
 
 Req = TypeVar("Req", bound=Message)
 Rep = TypeVar("Rep", bound=Message)
@@ -336,6 +353,8 @@ class Service:
         sem = asyncio.Semaphore(ep.concurrency)
 
         async def handle(req: Request) -> None:
+            """Answer ``req``; raises ``ServiceError`` for every way it can fail before the reply
+            is sent (undecodable 400, rejected 422, handler error or unencodable reply 500)."""
             ep.counters.processed += 1
             try:
                 request = decode(req.data, req.headers, ep.type)
@@ -355,22 +374,27 @@ class Service:
                 ep.counters.last_error = repr(exc)
                 self.log.exception("endpoint.failed", endpoint=ep.name)
                 raise ServiceError("500", f"{type(exc).__name__}: {exc}") from exc
-            data, headers = encode(reply)
+            try:
+                data, headers = encode(reply)
+            except EncodeError as exc:
+                ep.counters.errors += 1
+                ep.counters.last_error = repr(exc)
+                self.log.error("endpoint.reply_unencodable", endpoint=ep.name, error=repr(exc))
+                raise ServiceError("500", f"the reply could not be encoded: {exc}") from exc
             await req.respond(data, headers=headers)
 
         async def run_one(req: Request) -> None:
             try:
                 await handle(req)
             except ServiceError as err:
-                await req.respond_error(err.code, err.description)
+                await _respond_error(req, err.code, err.description, self.log)
             except nats.errors.Error as exc:
                 # The reply could not be sent (larger than max_payload, connection gone): answer
                 # with an error if we still can, as micro does, rather than fail the service.
                 ep.counters.errors += 1
                 ep.counters.last_error = repr(exc)
                 self.log.exception("endpoint.reply_failed", endpoint=ep.name)
-                with contextlib.suppress(nats.errors.Error):
-                    await req.respond_error("500", f"the reply could not be sent: {exc!r}")
+                await _respond_error(req, "500", f"the reply could not be sent: {exc!r}", self.log)
             finally:
                 sem.release()
 
@@ -423,7 +447,7 @@ class Service:
             await c.handler(decoded)
         except asyncio.CancelledError:
             # Shutdown past the grace period: hand the message back for another replica.
-            await msg.nak()
+            await self._settle(c, msg, ack=False)
             raise
         except PermanentError as exc:
             self.log.warning("consumer.rejected", consumer=c.spec.durable, error=str(exc))
@@ -437,21 +461,32 @@ class Service:
                 )
                 await self._dead_letter(c, msg, "failed", repr(exc))
             else:
-                backoff = (
-                    c.spec.backoff_s[min(deliveries, len(c.spec.backoff_s)) - 1]
-                    if c.spec.backoff_s
-                    else 0
-                )
+                backoff = _backoff(c.spec, deliveries)
                 self.log.exception(
                     "consumer.retry", consumer=c.spec.durable, deliveries=deliveries, in_s=backoff
                 )
                 c.counters.retried += 1
-                await msg.nak(delay=backoff)
+                await self._settle(c, msg, ack=False, delay=backoff)
             return
         finally:
             keepalive.cancel()
-        await msg.ack()
-        c.counters.processed += 1
+        if await self._settle(c, msg, ack=True):
+            c.counters.processed += 1
+
+    async def _settle(self, c: _Consumer[Any], msg: Msg, *, ack: bool, delay: float = 0) -> bool:
+        """Ack ``msg`` (or hand it back after ``delay``); False when the connection refused it
+        (logged: JetStream redelivers it after the ack wait)."""
+        try:
+            await (msg.ack() if ack else msg.nak(delay=delay))
+        except nats.errors.Error as exc:
+            self.log.warning(
+                "consumer.ack_failed" if ack else "consumer.nak_failed",
+                consumer=c.spec.durable,
+                seq=msg.metadata.sequence.stream,
+                error=repr(exc),
+            )
+            return False
+        return True
 
     @staticmethod
     async def _keep_alive(msg: Msg, ack_wait_s: float) -> None:
@@ -466,8 +501,11 @@ class Service:
                 return
 
     async def _dead_letter(self, c: _Consumer[Any], msg: Msg, reason: str, error: str) -> None:
+        """Dead-letter ``msg`` and ack it. When the dead letter cannot be published, the message
+        goes back (a nak after the back-off) to be tried again, and once the server stops
+        redelivering it, its advisory tries once more (:meth:`_watch_max_deliveries`)."""
         meta = msg.metadata
-        await self._publish_dead_letter(
+        kept = await self._publish_dead_letter(
             c,
             subject=msg.subject,
             seq=meta.sequence.stream,
@@ -477,8 +515,10 @@ class Service:
             headers=dict(msg.headers or {}),
             payload=msg.data,
         )
-        await msg.ack()
-        c.counters.dead_lettered += 1
+        if not kept:
+            await self._settle(c, msg, ack=False, delay=_backoff(c.spec, meta.num_delivered))
+        elif await self._settle(c, msg, ack=True):
+            c.counters.dead_lettered += 1
 
     async def _publish_dead_letter(
         self,
@@ -491,61 +531,141 @@ class Service:
         error: str,
         headers: dict[str, str],
         payload: bytes,
-    ) -> None:
+    ) -> bool:
+        """Publish the dead letter of one message on ``dlq.<stream>``; False (logged) when it
+        could not be published. Never raises but for cancellation.
+
+        A payload that would make the dead letter larger than a bus message is stored in the
+        Object Store ``evidence`` and named by ``payload_ref``; when that fails too, the dead
+        letter keeps as much of it as fits. Either way it keeps its size and digest."""
         names = self.bus.names
         stream_base = c.spec.stream[len(names.stream("")) :]
         letter = DeadLetter(
             service=self.name,
             stream=c.spec.stream,
             consumer=c.spec.durable,
-            subject=subject,
+            subject=_text(subject),
             stream_seq=seq,
             deliveries=deliveries,
             reason=reason,
-            error=error[:2000],
-            schema=headers.get(SCHEMA_HEADER, ""),
-            headers=headers,
+            error=_text(error, _ERROR_CHARS),
+            schema=_text(headers.get(SCHEMA_HEADER, ""), _HEADER_CHARS),
+            headers={_text(k): _text(v) for k, v in headers.items()},
             payload=payload,
             at=time.time(),
+            payload_size=len(payload),
         )
-        await self.bus.publish_durable(
-            names.dlq(stream_base), letter, msg_id=f"dlq:{c.spec.stream}:{c.spec.durable}:{seq}"
-        )
-        self.log.warning(
+        log = self.log.bind(consumer=c.spec.durable, subject=letter.subject, seq=seq)
+        budget = self.bus.nc.max_payload - _HEADROOM
+        try:
+            if _size(letter) > budget:
+                letter = msgspec.structs.replace(
+                    letter, payload=b"", payload_sha256=hashlib.sha256(payload).hexdigest()
+                )
+                name = dead_letter_object(c.spec.stream, seq)
+                try:
+                    await self.bus.put_object(names.bucket(OBJECTS_EVIDENCE), name, payload)
+                except BusError as exc:
+                    log.warning("consumer.dead_letter_payload_not_stored", error=repr(exc))
+                    letter = _fitted(letter, payload, budget)
+                else:
+                    letter = _fitted(msgspec.structs.replace(letter, payload_ref=name), b"", budget)
+            await self.bus.publish_durable(
+                names.dlq(stream_base),
+                letter,
+                msg_id=f"dlq:{c.spec.stream}:{c.spec.durable}:{seq}",
+            )
+        except (BusError, ContractError, nats.errors.Error) as exc:
+            c.counters.last_error = repr(exc)
+            log.error("consumer.dead_letter_failed", reason=reason, error=repr(exc))
+            return False
+        log.warning(
             "consumer.dead_lettered",
-            consumer=c.spec.durable,
-            subject=subject,
-            seq=seq,
             reason=reason,
+            payload_ref=letter.payload_ref or None,
+            cut=len(letter.payload) < len(payload) and not letter.payload_ref,
         )
+        return True
 
     async def _watch_max_deliveries(self, c: _Consumer[Any]) -> Any:
         """Dead-letter messages the server gave up on (a process died holding them too often)."""
         subject = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{c.spec.stream}.{c.spec.durable}"
 
         async def on_advisory(raw: Msg) -> None:
+            # Whatever arrives here is logged and dropped or dead-lettered, never raised: an
+            # error would only reach the connection's error callback, the message unrecorded.
             try:
                 event = json.loads(raw.data)
                 seq = int(event["stream_seq"])
-                stored = await self.bus.js.get_msg(c.spec.stream, seq)
-            except (ValueError, KeyError, nats.js.errors.NotFoundError) as exc:
+                deliveries = int(event.get("deliveries", 0))
+                if seq < 1:
+                    raise ValueError(f"stream_seq {seq} is not a sequence")
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
                 self.log.warning(
                     "consumer.advisory_unreadable", consumer=c.spec.durable, error=repr(exc)
                 )
                 return
-            await self._publish_dead_letter(
+            try:
+                stored = await self.bus.js.get_msg(c.spec.stream, seq)
+            except nats.errors.Error as exc:  # gone (deleted, trimmed) or JetStream failed
+                self.log.warning(
+                    "consumer.advisory_unreadable", consumer=c.spec.durable, error=repr(exc)
+                )
+                return
+            if await self._publish_dead_letter(
                 c,
                 subject=stored.subject or "",
                 seq=seq,
-                deliveries=int(event.get("deliveries", 0)),
+                deliveries=deliveries,
                 reason="failed",
                 error="the server stopped redelivering (max deliveries reached)",
                 headers=dict(stored.headers or {}),
                 payload=stored.data or b"",
-            )
-            c.counters.dead_lettered += 1
+            ):
+                c.counters.dead_lettered += 1
 
         return await self.bus.nc.subscribe(subject, queue=f"dlq-{c.spec.durable}", cb=on_advisory)
+
+
+def _backoff(spec: ConsumerSpec, deliveries: int) -> float:
+    """The declared wait before the next delivery of a message delivered ``deliveries`` times."""
+    if not spec.backoff_s:
+        return 0.0
+    return spec.backoff_s[min(max(deliveries, 1), len(spec.backoff_s)) - 1]
+
+
+def _text(value: str, limit: int | None = None) -> str:
+    """``value`` as text any encoder takes (lone surrogates escaped), cut to ``limit``."""
+    value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value if limit is None or len(value) <= limit else value[:limit] + "..."
+
+
+def _size(letter: DeadLetter) -> int:
+    """Bytes of ``letter`` encoded. Raises ``EncodeError`` as ``encode`` does."""
+    return len(encode(letter)[0])
+
+
+def _fitted(letter: DeadLetter, payload: bytes, budget: int) -> DeadLetter:
+    """``letter`` (its payload out of it) within ``budget`` encoded bytes: the original headers
+    cut when they alone are too many, then as much of ``payload`` as fits (base64: four
+    characters per three bytes)."""
+    if _size(letter) > budget:
+        kept = list(letter.headers.items())[:_HEADER_COUNT]
+        letter = msgspec.structs.replace(
+            letter, headers={k[:_HEADER_CHARS]: v[:_HEADER_CHARS] for k, v in kept}
+        )
+    room = (budget - _size(letter)) // 4 * 3
+    return msgspec.structs.replace(letter, payload=payload[: max(room, 0)])
+
+
+async def _respond_error(req: Request, code: str, description: str, log: Any) -> None:
+    """Send an error reply, its description one line of text a header can carry; a reply that
+    cannot be sent (the connection is gone) is logged."""
+    text = " ".join(_text(description, _ERROR_CHARS).split())
+    try:
+        await req.respond_error(_text(code, 8), text)
+    except nats.errors.Error as exc:
+        log.warning("endpoint.error_reply_failed", code=code, error=repr(exc))
 
 
 async def _cancel(tasks: list[asyncio.Task[Any]], deadline_s: float, log: Any) -> None:
