@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -23,6 +24,7 @@ from contracts import (
     CampaignEvent,
     CampaignSpec,
     CampaignStatus,
+    Episode,
     Names,
     ResumeCampaign,
     StartCampaign,
@@ -431,3 +433,27 @@ async def test_a_campaign_that_cannot_go_on_fails_with_a_reason_and_resumes(
         assert resumed.state == "running" and resumed.failure == ""
         final = await _until(bus, "nowork", {"finished", "failed"}, 120)
     assert final.state == "finished", final.failure
+
+
+def test_arrivals_stay_finite_whatever_the_rewards() -> None:
+    from contracts import EpochArrivals
+    from services.campaign.logic import MAX_ABS_REWARD, add_arrival
+
+    arrivals = EpochArrivals(campaign_id="c", epoch=0)
+    for i, reward in enumerate([1.7e308, 1.7e308, float("inf"), float("nan"), -1e300, 0.5]):
+        ep = Episode(
+            episode_id=f"e{i}",
+            environment="orchestrator",
+            task_id="t",
+            campaign_id="c",
+            env_reward=reward,
+            outcome="success",
+        )
+        updated = add_arrival(arrivals, ep)
+        assert updated is not None
+        arrivals = updated
+    stats = arrivals.per_env["orchestrator"]
+    assert stats.episodes == 6 and math.isfinite(stats.reward_sum)
+    assert stats.reward_sum == MAX_ABS_REWARD + MAX_ABS_REWARD - MAX_ABS_REWARD + 0.5
+    # What is stored decodes again (an inf would have become null).
+    assert msgspec.json.decode(msgspec.json.encode(arrivals), type=EpochArrivals) == arrivals

@@ -30,6 +30,7 @@ from contracts import (
 __all__ = [
     "DecisionPlan",
     "add_arrival",
+    "bounded_reward",
     "decide",
     "episode_deadline_s",
     "episode_id",
@@ -131,6 +132,18 @@ def plan_jobs(spec: CampaignSpec, state: CampaignState, *, deadline: float) -> l
     return jobs
 
 
+MAX_ABS_REWARD = 1e6
+"""Rewards are clipped to this magnitude before they are summed (and a non-finite one counts as
+0): a hostile episode can skew an epoch's mean, never make the stored sums unreadable."""
+
+
+def bounded_reward(reward: float) -> float:
+    """``reward`` clipped to ``MAX_ABS_REWARD`` in magnitude; 0 for NaN or infinite."""
+    if not math.isfinite(reward):
+        return 0.0
+    return max(-MAX_ABS_REWARD, min(MAX_ABS_REWARD, reward))
+
+
 def add_arrival(arrivals: EpochArrivals, ep: Episode) -> EpochArrivals | None:
     """``arrivals`` with ``ep`` counted, or ``None`` when it was counted already."""
     if ep.episode_id in arrivals.episode_ids:
@@ -141,7 +154,7 @@ def add_arrival(arrivals: EpochArrivals, ep: Episode) -> EpochArrivals | None:
             arrivals, episode_ids=ids, references=arrivals.references + 1
         )
     old = arrivals.per_env.get(ep.environment, EnvEpochStats())
-    reward = ep.reward if ep.reward is not None else ep.env_reward
+    reward = bounded_reward(ep.reward if ep.reward is not None else ep.env_reward)
     n = old.episodes + 1
     total = old.reward_sum + reward
     new = msgspec.structs.replace(
