@@ -26,8 +26,11 @@ from .campaign import (
 )
 from .checkpoint import CheckpointEvent, CheckpointMeta, CheckpointPointers, PointerMove
 from .codec import (
+    MAX_DEPTH,
+    MAX_PAYLOAD_BYTES,
     ContractError,
     DecodeError,
+    EncodeError,
     decode,
     decode_any,
     encode,
@@ -119,6 +122,8 @@ __all__ = [
     "CONTEXT_DIM",
     "ENVIRONMENTS",
     "LANES",
+    "MAX_DEPTH",
+    "MAX_PAYLOAD_BYTES",
     "MESSAGES",
     "OUTCOMES",
     "SCHEMA_HEADER",
@@ -145,6 +150,7 @@ __all__ = [
     "Decision",
     "DecodeError",
     "DecodingRegime",
+    "EncodeError",
     "EnvEpochStats",
     "Environment",
     "Episode",

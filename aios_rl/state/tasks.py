@@ -67,6 +67,10 @@ class TaskStoreUnavailableError(TaskStoreError, UnavailableError):
 
 _KINDS = ErrorKinds(unavailable=TaskStoreUnavailableError)
 
+MAX_TASK_BYTES = 64 * 1024 * 1024
+"""Largest task or index object read: stored documents, not bus messages, may exceed a bus
+message's 1 MiB (a real repository's task, an index of many thousand ids)."""
+
 
 @dataclass(frozen=True)
 class TaskKind(Generic[T]):
@@ -95,7 +99,7 @@ def decode_task(kind: TaskKind[T], data: bytes, task_id: str) -> T:
     """``data`` as ``kind``'s task stored under ``task_id``. Raises ``CorruptTaskError`` when
     it does not decode or does not match the id."""
     try:
-        task = decode(data, {SCHEMA_HEADER: kind.type.SCHEMA}, kind.type)
+        task = decode(data, {SCHEMA_HEADER: kind.type.SCHEMA}, kind.type, max_bytes=MAX_TASK_BYTES)
     except DecodeError as exc:
         raise CorruptTaskError(f"{kind.environment} task {task_id}: {exc}") from exc
     held = task.task_id  # type: ignore[attr-defined]
@@ -111,7 +115,7 @@ def _index(environment: str, split: str, data: bytes | None) -> TaskIndex:
     if data is None:
         return TaskIndex(environment=environment, split=split)  # type: ignore[arg-type]
     try:
-        return decode(data, {SCHEMA_HEADER: TaskIndex.SCHEMA}, TaskIndex)
+        return decode(data, {SCHEMA_HEADER: TaskIndex.SCHEMA}, TaskIndex, max_bytes=MAX_TASK_BYTES)
     except DecodeError as exc:
         raise CorruptTaskError(f"{environment} index of split {split!r}: {exc}") from exc
 
