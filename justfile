@@ -34,3 +34,4 @@ bench *ARGS:
     {{venv}}/python bench/trainer.py {{ARGS}}
     {{venv}}/python bench/shell.py {{ARGS}}
     {{venv}}/python bench/learning.py {{ARGS}}
+    {{venv}}/python bench/fuzz.py {{ARGS}}

@@ -1,0 +1,325 @@
+"""fuzz: hostile input against the whole stack — malformed messages on every consumed subject
+and every endpoint, garbage in every KV key a service reads — then one honest episode.
+
+The stack is the embedded one ``aios-rl demo`` uses (every service its own process under the
+supervisor). Counted: services that exited (an instance whose pid changed), poison messages that
+got no dead letter, requests that got no reply, and whether an honest rollout afterwards comes
+out compared. The target is 0 / 0 / 0 / yes.
+
+    .venv/bin/python bench/fuzz.py            # the full corpus (~2 min)
+    .venv/bin/python bench/fuzz.py --quick    # a few payloads per target (~1 min)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import _common
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+from aios_rl.bus import Bus, discover
+from aios_rl.envs.orchestrator import generate
+from aios_rl.envs.registry import task_store
+from aios_rl.stack.embedded import active_checkpoint, stack
+from aios_rl.state import Kv
+from contracts import (
+    ENVIRONMENTS,
+    STAGES,
+    ControlSnapshot,
+    DeadLetter,
+    Episode,
+    GatewaySettings,
+    Names,
+    RolloutJob,
+    decode,
+)
+from contracts.subjects import (
+    BUCKET_CHECKPOINTS,
+    BUCKET_CONTROL,
+    SCHEMA_HEADER,
+    STREAM_DLQ,
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one run sends."""
+
+    payloads: int
+    """How many payloads of the corpus go to each target (its first N)."""
+    reply_timeout_s: float = 15.0
+    """How long a request may take to be answered (an error reply counts as an answer)."""
+    settle_s: float = 60.0
+    """How long the dead letters of the poison messages may take to appear."""
+
+
+FULL = Settings(payloads=99)
+QUICK = Settings(payloads=4)
+
+
+def corpus() -> list[tuple[str, bytes]]:
+    """(name, payload): malformed in every way a probe found or a parser fears."""
+    deep = b'{"episode_id":"e","environment":"shell","task_id":"t","zz":' + b'{"a":' * 5000
+    return [
+        ("deep nesting", deep + b"1" + b"}" * 5001),
+        ("not json", b"{not json"),
+        ("900 KB of junk", b'{"junk": "' + b"x" * 900_000 + b'"}'),
+        ("lone surrogate", b'{"episode_id": "\\ud800", "environment": "shell", "task_id": "t"}'),
+        ("wrong types", b'{"episode_id": 7, "environment": ["shell"], "task_id": null}'),
+        ("NaN and huge numbers", b'{"episode_id": "e", "env_reward": NaN, "seed": 1e400}'),
+        ("invalid utf-8", b'{"episode_id": "\xff\xfe"}'),
+        ("empty", b""),
+        ("array", b"[]"),
+    ]
+
+
+def targets(names: Names) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(subject, schema) of every consumed subject, and of every endpoint."""
+    consumed = [
+        (names.episode(stage, env), Episode.SCHEMA) for stage in STAGES for env in ENVIRONMENTS
+    ]
+    consumed += [(names.rollout_job(env), RolloutJob.SCHEMA) for env in ENVIRONMENTS]
+    endpoints = [
+        (names.policy_act(), "act_request.v1"),
+        (names.trainer_update(), "trainer_update.v1"),
+        (names.replay_sample(), "replay_sample_request.v1"),
+        (names.comparison_verdict(), "epoch_verdict_request.v1"),
+        (names.teacher_request("oracle"), "teacher_request.v1"),
+        *(
+            (names.campaign_cmd(v), s)
+            for v, s in (
+                ("start", "campaign_start.v1"),
+                ("stop", "campaign_stop.v1"),
+                ("status", "campaign_status_request.v1"),
+                ("resume", "campaign_resume.v1"),
+            )
+        ),
+    ]
+    return consumed, endpoints
+
+
+@dataclass
+class Results:
+    sent: int = 0
+    dead_lettered: int = 0
+    not_dead_lettered: list[str] = field(default_factory=list)
+    requests: int = 0
+    error_replies: int = 0
+    no_reply: list[str] = field(default_factory=list)
+    kv_garbage: int = 0
+    exited: list[str] = field(default_factory=list)
+    honest_episode: str = "not run"
+    huge_reward: str = "not dead-lettered"
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+async def pids(bus: Bus) -> dict[str, int | None]:
+    """Service instance id -> pid, for every running instance of the namespace."""
+    views = await discover(bus.nc, namespace=bus.names.namespace, window=0.5)
+    return {f"{v.name}/{v.id}": v.pid for v in views}
+
+
+async def garbage_in_kv(bus: Bus) -> int:
+    """Garbage under the keys services read at run time (the gateway's control key, a
+    campaign's, the checkpoint pointers); the pointers and the gateway's key are put back after,
+    so the honest episode can run."""
+    control = Kv(bus, bus.names.bucket(BUCKET_CONTROL))
+    checkpoints = Kv(bus, bus.names.bucket(BUCKET_CHECKPOINTS))
+    pointers = await checkpoints.latest(Names.key_pointers())
+    gateway = Names.key_control("gateway")
+    for kv, key in ((control, gateway), (control, Names.key_control("campaign", "fuzz"))):
+        await kv.put(key, b"\x00garbage{")
+    await checkpoints.put(Names.key_pointers(), b'{"active": 42}')
+    if pointers is not None and pointers.value is not None:
+        await checkpoints.put(Names.key_pointers(), pointers.value)
+    await control.put(
+        gateway,
+        msgspec.json.encode(ControlSnapshot(key=gateway, state=GatewaySettings(), version=1)),
+    )
+    return 3
+
+
+async def measure(s: Settings, log: Callable[[str], None]) -> Results:
+    res = Results()
+    payloads = corpus()[: s.payloads]
+    with tempfile.TemporaryDirectory(prefix="aios-fuzz-") as tmp:
+        async with stack(
+            None,
+            namespace="",
+            data_dir=Path(tmp),
+            needs=set(),
+            echo=log,
+            fresh=True,
+        ) as st:
+            bus = st.bus
+            await active_checkpoint(bus, 120)
+            await task_store(bus, "orchestrator").put_all(generate(4))
+            before = await pids(bus)
+            log(f"{len(before)} service instances up")
+            consumed, endpoints = targets(bus.names)
+            dlq = bus.names.stream(STREAM_DLQ)
+            first_dl = (await bus.js.stream_info(dlq)).state.last_seq
+            sent_seqs: dict[tuple[str, int], str] = {}
+            for subject, schema in consumed:
+                for name, payload in payloads:
+                    for header in (schema, "episode.v0"):
+                        ack = await bus.js.publish(
+                            subject, payload, headers={SCHEMA_HEADER: header}
+                        )
+                        what = f"{bus.names.strip(subject)} <- {name} ({header})"
+                        sent_seqs[(ack.stream, ack.seq)] = what
+                        res.sent += 1
+            log(f"{res.sent} poison messages published on {len(consumed)} subjects")
+
+            async def ask(subject: str, schema: str, name: str, payload: bytes) -> None:
+                try:
+                    await bus.nc.request(
+                        subject, payload, timeout=s.reply_timeout_s, headers={SCHEMA_HEADER: schema}
+                    )
+                    res.error_replies += 1  # an answer; every one here is an error reply
+                except Exception as exc:  # no reply at all
+                    res.no_reply.append(f"{bus.names.strip(subject)} <- {name}: {exc!r}")
+
+            for subject, schema in endpoints:
+                await asyncio.gather(*(ask(subject, schema, n, p) for n, p in payloads))
+                res.requests += len(payloads)
+            log(f"{res.requests} malformed requests sent to {len(endpoints)} endpoints")
+            res.kv_garbage = await garbage_in_kv(bus)
+            log("garbage written to KV control and checkpoints (pointers restored)")
+
+            # Every poison message is dead-lettered by each consumer of its subject.
+            seen: set[tuple[str, int]] = set()
+            counted: set[int] = set()  # dead letters already counted (the stream is re-read)
+            deadline = time.monotonic() + s.settle_s
+            while time.monotonic() < deadline and len(seen) < len(sent_seqs):
+                async for m in bus.read_stream(dlq, bus.names.dlq(">")):
+                    if m.seq <= first_dl:
+                        continue
+                    with contextlib.suppress(Exception):
+                        dl = decode(m.data, m.headers, DeadLetter)
+                        if (dl.stream, dl.stream_seq) in sent_seqs and m.seq not in counted:
+                            counted.add(m.seq)
+                            seen.add((dl.stream, dl.stream_seq))
+                            res.reasons[dl.reason] = res.reasons.get(dl.reason, 0) + 1
+                if len(seen) < len(sent_seqs):
+                    await asyncio.sleep(1.0)  # a poll period: dead letters are re-read each round
+            res.dead_lettered = len(seen)
+
+            # A well-formed episode with a reward near the float limit: fused, then refused by
+            # comparison (its sums would overflow), never stored.
+            huge = Episode(episode_id="huge", environment="shell", task_id="t", env_reward=1.7e308)
+            await bus.publish_durable(bus.names.episode("taught", "shell"), huge, msg_id="huge")
+            deadline = time.monotonic() + s.settle_s
+            while time.monotonic() < deadline and res.huge_reward == "not dead-lettered":
+                async for m in bus.read_stream(dlq, bus.names.dlq(">")):
+                    with contextlib.suppress(Exception):
+                        dl = decode(m.data, m.headers, DeadLetter)
+                        if b'"huge"' in dl.payload:
+                            res.huge_reward = f"dead-lettered ({dl.reason} by {dl.service})"
+                if res.huge_reward == "not dead-lettered":
+                    await asyncio.sleep(1.0)  # a poll period
+            res.not_dead_lettered = [sent_seqs[q] for q in sorted(set(sent_seqs) - seen)][:20]
+
+            # One honest episode through the whole pipeline.
+            task = generate(4)[0]
+            job = RolloutJob(
+                job_id="honest",
+                episode_id="honest",
+                environment="orchestrator",
+                task_id=task.task_id,
+            )
+            done = asyncio.Event()
+
+            async def on_compared(msg, raw) -> None:  # type: ignore[no-untyped-def]
+                if isinstance(msg, Episode) and msg.episode_id == "honest":
+                    done.set()
+
+            sub = await bus.subscribe(bus.names.episode("compared", "orchestrator"), on_compared)
+            await bus.publish_durable(bus.names.rollout_job("orchestrator"), job, msg_id="honest")
+            try:
+                await asyncio.wait_for(done.wait(), 120)
+                res.honest_episode = "compared"
+            except TimeoutError:
+                res.honest_episode = "not compared within 120 s"
+            await sub.unsubscribe()
+            after = await pids(bus)
+            res.exited = sorted(set(before) - set(after))
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    _, s, out = _common.bench_args("fuzz", __doc__, "~1 min", full=FULL, quick=QUICK, argv=argv)
+    console = Console()
+    res, machine, elapsed = _common.run(
+        lambda log: measure(s, log), ["nats-py", "msgspec"], console
+    )
+    rows = [
+        ("poison messages published", res.sent, "-"),
+        ("  of them dead-lettered (with a reason)", res.dead_lettered, f"{res.sent}"),
+        ("malformed requests", res.requests, "-"),
+        ("  answered (error replies)", res.error_replies, f"{res.requests}"),
+        ("  unanswered", len(res.no_reply), "0"),
+        ("KV keys given garbage", res.kv_garbage, "-"),
+        ("episode with reward 1.7e308", res.huge_reward, "dead-lettered"),
+        ("service instances that exited", len(res.exited), "0"),
+        ("honest episode afterwards", res.honest_episode, "compared"),
+    ]
+    table = Table(title="fuzz: hostile input against the whole stack")
+    for col in ("measurement", "result", "target"):
+        table.add_column(col)
+    for name, value, target in rows:
+        table.add_row(name, str(value), target)
+    console.print(table)
+    ok = (
+        res.dead_lettered == res.sent
+        and not res.no_reply
+        and not res.exited
+        and res.honest_episode == "compared"
+        and res.huge_reward.startswith("dead-lettered")
+    )
+    md = [
+        "# fuzz: hostile input against the whole stack",
+        "",
+        f"- date: {dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()}",
+        f"- command: `{_common.command_line()}`",
+        f"- machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB RAM, {machine['os']}",
+        f"- whole run: {elapsed:.1f} s; payloads per target: {min(s.payloads, len(corpus()))}",
+        f"- verdict: {'every target met' if ok else 'TARGETS MISSED'}",
+        "",
+        "| measurement | result | target |",
+        "|---|---:|---:|",
+        *(f"| {n.strip()} | {v} | {t} |" for n, v, t in rows),
+        "",
+        f"Dead-letter reasons: {json.dumps(res.reasons)}",
+    ]
+    if res.not_dead_lettered or res.no_reply or res.exited:
+        md += ["", "Misses (first 20):", ""]
+        md += [f"- no dead letter: {m}" for m in res.not_dead_lettered]
+        md += [f"- no reply: {m}" for m in res.no_reply[:20]]
+        md += [f"- exited: {m}" for m in res.exited]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(md) + "\n")
+    out.with_suffix(".json").write_text(
+        json.dumps(
+            {"settings": asdict(s), "machine": machine, "elapsed_s": elapsed, **asdict(res)},
+            indent=2,
+        )
+        + "\n"
+    )
+    console.print(f"wrote {out} ({elapsed:.1f} s)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
