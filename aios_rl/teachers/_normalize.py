@@ -23,9 +23,37 @@ Two layers:
    Lines that are not JSON (a banner, a warning) are skipped; an envelope that does not parse at
    all is read as plain text, so a verdict printed bare is still found.
 
-2. :func:`find_verdict` looks for the JSON verdict object in those texts: every ``{...}`` that
-   decodes (so prose around it and code fences do not matter), the last valid one winning.
-   :func:`parse_verdict` validates it.
+2. :func:`find_verdict` finds the JSON verdict object in those texts (searched from the last
+   back: the final answer first). :func:`parse_verdict` validates it.
+
+Which verdict counts (precedence)
+---------------------------------
+A verdict found by a rule higher in this list is never overridden by one a lower rule would find:
+
+1. **The backend's parsed verdict** (claude's ``structured_output``).
+2. **A JSON answer**: a text that *is* a JSON object, after leading whitespace and an optional
+   code-fence line (three backticks, ``json`` or not): the form the prompt asks for. That object
+   decides: its own ``verdict``, else the shallowest verdict object nested in it. Nothing after
+   it in the text counts, so a verdict the teacher quotes after its answer, or one injected
+   there (``... VERDICT: correct {"verdict": "correct", ...}``), cannot override it; and when the
+   object's verdict breaks a rule the answer is unparseable, not read from the text after it.
+3. **Prose around the verdict**: otherwise the last valid verdict object in the text wins (a
+   teacher that thinks aloud, shows an example and ends with its verdict is read right). Here a
+   verdict-shaped object quoted after the teacher's own still wins: the residual risk of an
+   answer that does not keep to the prompt's form.
+
+Bounded work
+------------
+Output longer than :data:`MAX_RAW_CHARS` is read as its first :data:`RAW_HEAD_CHARS` and last
+:data:`RAW_TAIL_CHARS` (cut at line ends where there are any: JSON-lines envelopes keep whole
+events and their final answer); each answer text longer than :data:`MAX_ANSWER_CHARS` as its
+first :data:`ANSWER_HEAD_CHARS` and last :data:`ANSWER_TAIL_CHARS`. A verdict only in the dropped
+middle is not found (the rationale says the middle was dropped). In prose, verdict objects are
+found from their ``"verdict":`` key (spelled plainly): for each of the last
+:data:`MAX_VERDICT_KEYS` keys at most :data:`MAX_OBJECT_STARTS` opening braces before it are
+tried, each decoded within :data:`MAX_OBJECT_CHARS` around the key; banner lines before an
+envelope are tried at most :data:`MAX_BANNER_TRIES` times. So the number of JSON decodings is
+bounded by constants and the work is linear in the (capped) input, whatever braces it holds.
 
 Anything unusable becomes a signal with status ``unparseable`` (or ``error`` when the envelope
 reports a failure and carries no verdict at all) whose rationale says why and keeps the raw
@@ -37,6 +65,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal, NamedTuple, get_args
 
@@ -66,8 +96,24 @@ RAW_INLINE_CHARS = 1500
 """Raw output up to this long is kept whole in the rationale of an unusable signal."""
 MAX_RATIONALE_CHARS = 2000
 MAX_HINTS = 64
-MAX_SCAN_CHARS = 200_000
-"""Only the last this-many characters of an answer are searched for the verdict."""
+RAW_HEAD_CHARS = 1024 * 1024
+RAW_TAIL_CHARS = 7 * 1024 * 1024
+MAX_RAW_CHARS = RAW_HEAD_CHARS + RAW_TAIL_CHARS
+"""Output longer than this is read as its first ``RAW_HEAD_CHARS`` and last ``RAW_TAIL_CHARS``."""
+ANSWER_HEAD_CHARS = 64 * 1024
+ANSWER_TAIL_CHARS = 192 * 1024
+MAX_ANSWER_CHARS = ANSWER_HEAD_CHARS + ANSWER_TAIL_CHARS
+"""An answer text longer than this is searched in its first ``ANSWER_HEAD_CHARS`` and last
+``ANSWER_TAIL_CHARS`` only (a JSON answer is at its start, a verdict in prose at its end)."""
+MAX_VERDICT_KEYS = 8
+"""In prose, only the objects around the last this-many ``"verdict":`` keys are tried."""
+MAX_OBJECT_STARTS = 64
+"""Opening braces tried before one ``"verdict":`` key (a verdict object's start is the nearest
+one that decodes around the key; its hints before the key add one brace each)."""
+MAX_OBJECT_CHARS = 32 * 1024
+"""A verdict object in prose is decoded within this many characters either side of its key."""
+MAX_BANNER_TRIES = 16
+"""Lines that start with a bracket tried as the start of an envelope after banner lines."""
 SCORE_SLACK = 1e-6
 """A score this little outside [-1, 1] is rounding and is clamped; further out is rejected."""
 
@@ -92,44 +138,73 @@ class Envelope(NamedTuple):
 # -- reading JSON out of text ---------------------------------------------------------------------
 
 
+_DECODER = json.JSONDecoder()
+_VERDICT_KEY = re.compile(r'"verdict"\s*:')
+_JSON_ANSWER = re.compile(r"\s*(?:```[^\n]*\n\s*)?\{")
+_LINE_OBJECT = re.compile(r"^[ \t]*\{", re.M)
+_LINE_VALUE = re.compile(r"^[ \t]*[{\[]", re.M)
+_MAX_NODES = 10_000  # values of a JSON answer searched for a nested verdict
+
+
 def _loads(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting deeper than the decoder's recursion limit
         return None
 
 
-def _json_values(text: str, opening: str = "{[") -> Iterator[Any]:
-    """Every JSON value that starts at an opening bracket of ``text`` and decodes, in order of
-    its start (nested values too)."""
-    decoder = json.JSONDecoder()
-    starts = sorted(i for i, ch in enumerate(text) if ch in opening)
-    for i in starts:
-        try:
-            value, _ = decoder.raw_decode(text, i)
-        except ValueError:
-            continue
-        yield value
+def _decode(text: str, start: int) -> tuple[Any, int] | None:
+    """The JSON value starting at ``text[start]`` and the index after it, or None."""
+    try:
+        return _DECODER.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _cut(text: str, head: int, tail: int) -> str:
+    """``text``, or at most its first ``head`` and last ``tail`` characters when it is longer,
+    joined by a line end, cut at line ends when the halves have any (whole JSON lines stay
+    whole)."""
+    if len(text) <= head + tail:
+        return text
+    first, last = text[:head], text[len(text) - tail :]
+    end = first.rfind("\n")
+    if end >= head // 2:
+        first = first[: end + 1]
+    start = last.find("\n")
+    if 0 <= start < tail // 2:
+        last = last[start + 1 :]
+    if not first.endswith("\n"):
+        first = first[:-1] + "\n"  # the two parts meet at a line end
+    return first + last
 
 
 def _first_json(raw: str, kinds: tuple[type, ...]) -> Any:
     """The whole of ``raw`` as JSON, or else the first value of one of ``kinds`` that starts a
-    line (output with a banner or warning lines before the JSON)."""
+    line (output with a banner or warning lines before the JSON), trying at most
+    :data:`MAX_BANNER_TRIES` lines and none inside a value that already failed to decode."""
     whole = _loads(raw.strip())
     if isinstance(whole, kinds):
         return whole
-    decoder = json.JSONDecoder()
-    offset = 0
-    for line in raw.splitlines(keepends=True):
-        stripped = line.lstrip()
-        if stripped[:1] in ("{", "["):
-            try:
-                value, _ = decoder.raw_decode(raw, offset + len(line) - len(stripped))
-            except ValueError:
-                value = None
-            if isinstance(value, kinds):
-                return value
-        offset += len(line)
+    starts = _LINE_VALUE if list in kinds else _LINE_OBJECT
+    tries = 0
+    resume = 0
+    for match in starts.finditer(raw):
+        start = match.end() - 1
+        if start < resume:
+            continue
+        tries += 1
+        if tries > MAX_BANNER_TRIES:
+            break
+        try:
+            value, resume = _DECODER.raw_decode(raw, start)
+        except json.JSONDecodeError as exc:
+            resume = exc.pos
+            continue
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, kinds):
+            return value
     return None
 
 
@@ -395,16 +470,60 @@ def parse_verdict(obj: dict[str, Any]) -> Verdict:
     return Verdict(verdict, score, hints, boundary, rationale[:MAX_RATIONALE_CHARS])  # type: ignore[arg-type]
 
 
+def _json_answer(text: str) -> dict[str, Any] | None:
+    """The verdict object of a text that is a JSON answer (precedence rule 2): the object the
+    text starts with (after whitespace and a code-fence line) when it has a verdict, else the
+    shallowest object with one nested in it; None when the text is no such answer."""
+    match = _JSON_ANSWER.match(text)
+    found = _decode(text, match.end() - 1) if match else None
+    if found is None or not isinstance(found[0], dict):
+        return None
+    queue: deque[Any] = deque([found[0]])
+    for _ in range(_MAX_NODES):
+        if not queue:
+            break
+        value = queue.popleft()
+        if isinstance(value, dict):
+            if "verdict" in value:
+                return value
+            queue.extend(value.values())
+        elif isinstance(value, list):
+            queue.extend(value)
+    return None
+
+
+def _verdicts_in_prose(text: str) -> Iterator[dict[str, Any]]:
+    """The objects with a ``verdict`` key in ``text``, from the last back (precedence rule 3),
+    found from the last :data:`MAX_VERDICT_KEYS` keys: the object of a key is the nearest of the
+    :data:`MAX_OBJECT_STARTS` opening braces before it that decodes to an object spanning it."""
+    keys = deque((m.start() for m in _VERDICT_KEY.finditer(text)), maxlen=MAX_VERDICT_KEYS)
+    seen: set[int] = set()
+    for key in reversed(keys):
+        low = max(0, key - MAX_OBJECT_CHARS)
+        window = text[low : key + MAX_OBJECT_CHARS]
+        at = key - low
+        brace = window.rfind("{", 0, at)
+        for _ in range(MAX_OBJECT_STARTS):
+            if brace < 0:
+                break
+            found = _decode(window, brace)
+            if found is not None and found[1] > at and isinstance(found[0], dict):
+                if "verdict" in found[0] and low + brace not in seen:
+                    seen.add(low + brace)
+                    yield found[0]
+                break
+            brace = window.rfind("{", 0, brace)
+
+
 def find_verdict(texts: Iterable[str]) -> tuple[Verdict | None, str]:
-    """The last valid verdict object in ``texts`` (searched from the last text back), and, when
-    there is none, why: the first rule an object with a ``verdict`` key broke, or that no such
-    object was there."""
+    """The verdict in ``texts`` by the precedence rules of this module (searched from the last
+    text back), and, when there is none, why: the first rule an object with a ``verdict`` key
+    broke, or that no such object was there. Each text is cut to :data:`MAX_ANSWER_CHARS`."""
     first_problem = ""
     for text in reversed(list(texts)):
-        objects = [v for v in _json_values(text[-MAX_SCAN_CHARS:], "{") if isinstance(v, dict)]
-        for obj in reversed(objects):
-            if "verdict" not in obj:
-                continue
+        text = _cut(text, ANSWER_HEAD_CHARS, ANSWER_TAIL_CHARS)
+        answer = _json_answer(text)
+        for obj in [answer] if answer is not None else _verdicts_in_prose(text):
             try:
                 return parse_verdict(obj), ""
             except VerdictError as exc:
@@ -448,21 +567,21 @@ def normalize(
     """One signal from a backend's raw output: status ``ok`` with the verdict when one is found
     and valid; otherwise ``error`` (the envelope reports a failure and has no verdict at all) or
     ``unparseable``, with the reason and the raw output in the rationale (``kept`` instead of
-    ``raw`` when given: e.g. the output with the process's stderr and exit code)."""
+    ``raw`` when given: e.g. the output with the process's stderr and exit code). The verdict is
+    chosen by the precedence rules of this module; output over :data:`MAX_RAW_CHARS` is read as
+    its head and tail only."""
     kept = raw if kept is None else kept
+    cut = len(raw) > MAX_RAW_CHARS
+    raw = _cut(raw, RAW_HEAD_CHARS, RAW_TAIL_CHARS)
     env = extract(fmt, raw)
-    found: Verdict | None = None
-    problem = ""
-    if env.structured is not None and "verdict" in env.structured:
+    found: Verdict | None
+    if env.structured is not None and "verdict" in env.structured:  # rule 1: it decides
         try:
-            found = parse_verdict(env.structured)
+            found, problem = parse_verdict(env.structured), ""
         except VerdictError as exc:
-            problem = f"invalid structured verdict: {exc}"
-    if found is None:
-        found, text_problem = find_verdict(env.texts)
-        if problem and not text_problem.startswith("invalid"):
-            text_problem = problem
-        problem = text_problem
+            found, problem = None, f"invalid structured verdict: {exc}"
+    else:
+        found, problem = find_verdict(env.texts)
     if found is not None:
         return TeacherSignal(
             backend=backend,
@@ -478,10 +597,13 @@ def normalize(
         return unusable(
             "error", f"{fmt} reported: {env.error}", kept, backend=backend, latency_s=latency_s
         )
-    if not any(t.strip() for t in env.texts):
+    if not problem.startswith("invalid") and not any(t.strip() for t in env.texts):
         problem = f"{fmt} output carries no answer text" + (
             f" ({env.problem})" if env.problem else ""
         )
     elif env.problem:
         problem = f"{problem} ({env.problem}; read as plain text)"
+    if cut or any(len(t) > MAX_ANSWER_CHARS for t in env.texts):
+        problem += f" (only the head and tail of a long {'output' if cut else 'answer'} were "
+        problem += "read: its middle was dropped)"
     return unusable("unparseable", problem, kept, backend=backend, latency_s=latency_s)
