@@ -35,3 +35,4 @@ bench *ARGS:
     {{venv}}/python bench/shell.py {{ARGS}}
     {{venv}}/python bench/learning.py {{ARGS}}
     {{venv}}/python bench/fuzz.py {{ARGS}}
+    {{venv}}/python bench/chaos.py {{ARGS}}

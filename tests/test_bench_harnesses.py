@@ -33,3 +33,24 @@ def test_fuzz_quick_every_poison_message_is_dead_lettered_and_nothing_dies(
     assert res["exited"] == [] and res["honest_episode"] == "compared"
     assert res["huge_reward"].startswith("dead-lettered")
     assert done.returncode == 0, done.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_chaos_quick_kills_the_server_and_the_campaign_and_loses_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "chaos.md"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "chaos.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=REPO,
+    )
+    assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    res = json.loads(out.with_suffix(".json").read_text())
+    victims = {k["victim"] for k in res["kills"]}
+    assert {"nats-server", "campaign"} <= victims, res["kills"]
+    assert res["state"] == "finished", res
+    assert res["scheduled"] > 0 and res["received"] == res["scheduled"] and res["lost"] == 0
+    assert res["duplicated"] == 0 and res["compared_messages"] == res["scheduled"]
+    assert done.returncode == 0, done.stdout[-2000:]
