@@ -228,3 +228,41 @@ async def test_all_lists_the_newest_snapshot_of_every_key_of_an_owner(bus) -> No
     assert snaps[0].state == RailState(mode="live") and snaps[0].version == 2
     assert [s.key for s in await store.all("gateway")] == ["gateway.default"]
     assert await store.all("campaign") == []
+
+
+async def test_listing_leaves_out_a_garbage_key_instead_of_failing(
+    bus: Bus, store: ControlStore, names: Names
+) -> None:
+    await store.load_or_init(RAIL, RailState)
+    kv = await bus.js.key_value(names.bucket(BUCKET_CONTROL))
+    await kv.put(Names.key_control("rail", "garbage"), b"\x00not json{")
+    listed = await store.all("rail")
+    assert [s.key for s in listed] == [RAIL]
+    await kv.put(RAIL, b"[]")  # a later revision of a good key goes bad too
+    assert [s.state for s in await store.history(RAIL)] == [RailState()]
+
+
+async def test_a_campaign_service_starts_past_a_garbage_campaign_key(
+    bus: Bus, nats_url: str, names: Names
+) -> None:
+    """Garbage under a ``campaign.*`` key once crash-looped the campaign service at start-up."""
+    from contracts import CampaignStatus, StatusCampaign
+    from services.campaign.main import build as build_campaign
+    from services.campaign.settings import CampaignSettings
+
+    from .support import running
+
+    kv = await bus.js.key_value(names.bucket(BUCKET_CONTROL))
+    await kv.put(Names.key_control("campaign", "junk"), b"\x00garbage{")
+    svc, campaigns = build_campaign(
+        bus, CampaignSettings(nats_url=nats_url, namespace=names.namespace)
+    )
+    async with running(svc):
+        status = await bus.request(
+            names.campaign_cmd("status"),
+            StatusCampaign(campaign_id="other"),
+            CampaignStatus,
+            timeout=10,
+        )
+        assert status.state == "unknown" and not svc.stopping
+    await campaigns.close()

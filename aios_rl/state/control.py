@@ -17,7 +17,7 @@ from typing import Literal
 
 import msgspec
 
-from aios_rl.bus import Bus
+from aios_rl.bus import Bus, get_logger
 from contracts import ControlSnapshot, ControlState, Names
 from contracts.subjects import BUCKET_CONTROL
 
@@ -190,16 +190,30 @@ class ControlStore:
         return await self._cas(key, change)
 
     async def all(self, owner: Literal["campaign", "rail", "gateway"]) -> list[ControlSnapshot]:
-        """The newest snapshot of every key of one owner (``campaign.*``, ...), by key."""
+        """The newest snapshot of every key of one owner (``campaign.*``, ...), by key. A key
+        whose value is not a snapshot is logged and left out (one bad key must not keep a
+        service from starting)."""
         pattern = _kv.family(Names.key_control(owner, "x"))
         entries = await self._kv.read(pattern, history=False)
-        snaps = [s for s in map(_decode, entries) if s is not None]
-        return sorted(snaps, key=lambda s: s.key)
+        return sorted(self._readable(entries), key=lambda s: s.key)
 
     async def history(self, key: str) -> list[ControlSnapshot]:
-        """Every kept snapshot of ``key`` (the last 32 writes), oldest first."""
-        entries = await self._kv.read(key, history=True)
-        return [s for s in map(_decode, entries) if s is not None]
+        """Every kept snapshot of ``key`` (the last 32 writes), oldest first; revisions that
+        are not snapshots are logged and left out."""
+        return self._readable(await self._kv.read(key, history=True))
+
+    @staticmethod
+    def _readable(entries: list[_kv.KvEntry]) -> list[ControlSnapshot]:
+        out = []
+        for entry in entries:
+            try:
+                snap = _decode(entry)
+            except CorruptControlError as exc:
+                get_logger().error("control.corrupt_value", key=entry.key, error=str(exc)[:500])
+                continue
+            if snap is not None:
+                out.append(snap)
+        return out
 
     def watch(self, key: str, *, check_every: float = 1.0) -> _kv.KvWatch[ControlSnapshot]:
         """The snapshot under ``key`` now (if any), then every write::

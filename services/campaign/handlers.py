@@ -23,7 +23,7 @@ from aios_rl.bus import (
     ServiceError,
     get_logger,
 )
-from aios_rl.state import ContentionError, UnavailableError
+from aios_rl.state import ContentionError, CorruptError, UnavailableError
 from aios_rl.state.checkpoints import CheckpointRegistry, InvalidMoveError, StalePointersError
 from aios_rl.state.control import ControlStore
 from aios_rl.state.ledger import Ledger
@@ -253,6 +253,11 @@ class Campaigns:
                     await self._record_retries(campaign_id)
             except asyncio.CancelledError:
                 raise
+            except CorruptError as exc:
+                # Its own state does not decode: nothing can be recorded for it, and driving
+                # it on would only repeat this. Reported; status answers with the error.
+                log.error("campaign_state_corrupt", error=str(exc)[:500])
+                return
             except Exception as exc:
                 in_a_row += 1
                 limit = self.settings.retry_limit
