@@ -1,0 +1,213 @@
+"""``docker compose up`` for real: the compose stack runs a short campaign end to end.
+
+Opt-in (it needs a Docker engine and builds the image): ``AIOS_COMPOSE_E2E=1``.
+
+    AIOS_COMPOSE_E2E=1 .venv/bin/python -m pytest -q tests/test_compose_e2e.py
+
+It builds the image (``AIOS_COMPOSE_E2E_BUILD=0`` uses the one already built), starts the stack
+as a compose project of its own with two shell runners, waits until every service answers
+discovery, stores orchestrator and shell tasks, runs a one-epoch campaign over both
+environments and checks that every scheduled episode came out compared, shell ones included (so
+the sandbox ran inside the shell-runner containers), then removes the project with its volume.
+
+``docker compose`` (v2) is used when present, else ``docker-compose`` (v1). The image's base is
+``AIOS_BASE_IMAGE`` when set, else ``aios-base:bookworm`` when that image exists (made by
+``deploy/build-base-image.sh`` where no registry is reachable), else the Dockerfile's default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from aios_rl.bus import Bus, BusError, connect, discover
+from aios_rl.envs.orchestrator import generate as generate_orchestrator
+from aios_rl.envs.registry import task_store
+from aios_rl.envs.shell.generate import generate as generate_shell
+from aios_rl.envs.shell.store import ShellTaskStore
+from aios_rl.envs.shell.verify import RunCache, default_cache_dir
+from aios_rl.stack import SERVICES
+from aios_rl.state.ledger import Ledger
+from contracts import (
+    CampaignSpec,
+    CampaignStatus,
+    Episode,
+    StartCampaign,
+    StatusCampaign,
+    TrainerSettings,
+)
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("AIOS_COMPOSE_E2E") != "1",
+    reason="needs a Docker engine and builds the image: set AIOS_COMPOSE_E2E=1",
+)
+
+REPO = Path(__file__).resolve().parents[1]
+LOCAL_BASE = "aios-base:bookworm"
+SHELL_RUNNERS = 2
+CAMPAIGN = "compose-e2e"
+
+
+def _ok(*cmd: str) -> bool:
+    try:
+        return subprocess.run(cmd, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def compose_command() -> list[str]:
+    if _ok("docker", "compose", "version"):
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    pytest.fail("AIOS_COMPOSE_E2E=1 but neither `docker compose` nor `docker-compose` is installed")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Project:
+    """One compose project: its own name, host port and volume, so it leaves others alone."""
+
+    def __init__(self) -> None:
+        if not _ok("docker", "info"):
+            pytest.fail("AIOS_COMPOSE_E2E=1 but no Docker engine answers `docker info`")
+        self.compose = compose_command()
+        self.name = f"aiose2e{os.getpid()}"
+        self.port = free_port()
+        self.env = {
+            **os.environ,
+            "COMPOSE_PROJECT_NAME": self.name,
+            "NATS_HOST_PORT": str(self.port),
+            "AIOS_NAMESPACE": "",
+        }
+        if "AIOS_BASE_IMAGE" not in os.environ and _ok("docker", "image", "inspect", LOCAL_BASE):
+            self.env["AIOS_BASE_IMAGE"] = LOCAL_BASE
+        self.url = f"nats://127.0.0.1:{self.port}"
+
+    def run(self, *args: str, timeout: float = 900, check: bool = True) -> str:
+        proc = subprocess.run(
+            [*self.compose, "-f", str(REPO / "docker-compose.yml"), *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            pytest.fail(
+                f"`compose {' '.join(args)}` exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+            )
+        return proc.stdout + proc.stderr
+
+    def logs(self) -> str:
+        return self.run("logs", "--no-color", "--tail", "30", timeout=60, check=False)[-12000:]
+
+
+@pytest.fixture(scope="module")
+def project() -> Iterator[Project]:
+    p = Project()
+    if os.environ.get("AIOS_COMPOSE_E2E_BUILD", "1") != "0":
+        p.run("build", "nats", timeout=3600)  # every service shares the one image nats builds
+    try:
+        p.run("up", "-d", "--no-build", "--scale", f"shell-runner={SHELL_RUNNERS}", timeout=600)
+        yield p
+    finally:
+        p.run("down", "-v", "--remove-orphans", "--timeout", "20", timeout=300, check=False)
+
+
+async def _wait_for_services(bus: Bus, timeout: float) -> dict[str, int]:
+    """Instances per service, once every default service answers (two shell runners)."""
+    wanted = {s.name for s in SERVICES if s.replicas > 0}
+    deadline = time.monotonic() + timeout
+    counts: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        counts = {}
+        for view in await discover(bus.nc, namespace="", window=0.5):
+            counts[view.name] = counts.get(view.name, 0) + 1
+        if wanted <= set(counts) and counts.get("shell-runner", 0) >= SHELL_RUNNERS:
+            return counts
+        await asyncio.sleep(1)  # a poll period: containers are still starting
+    raise AssertionError(f"services up after {timeout:.0f} s: {counts}; wanted {sorted(wanted)}")
+
+
+async def _status(bus: Bus) -> CampaignStatus | None:
+    with contextlib.suppress(BusError):
+        return await bus.request(
+            bus.names.campaign_cmd("status"),
+            StatusCampaign(campaign_id=CAMPAIGN),
+            CampaignStatus,
+            timeout=5,
+        )
+    return None
+
+
+async def _campaign(p: Project) -> None:
+    async with connect(p.url, name="compose-e2e", connect_deadline=60) as bus:
+        counts = await _wait_for_services(bus, 180)
+        assert counts["shell-runner"] == SHELL_RUNNERS, counts
+
+        await task_store(bus, "orchestrator").put_all(generate_orchestrator(8))
+        shell = await asyncio.to_thread(
+            generate_shell, 4, 0, "train", cache=RunCache(default_cache_dir())
+        )
+        await ShellTaskStore(bus).put_all(shell)
+
+        compared: list[Episode] = []
+
+        async def on_compared(msg: object, raw: object) -> None:
+            if isinstance(msg, Episode) and msg.campaign_id == CAMPAIGN:
+                compared.append(msg)
+
+        await bus.subscribe(bus.names.episode("compared", "*"), on_compared)
+        spec = CampaignSpec(
+            campaign_id=CAMPAIGN,
+            environments={"orchestrator": 0.5, "shell": 0.5},
+            tasks_per_epoch=4,
+            group_size=2,
+            epochs=1,
+            episode_deadline_s=180,
+            trainer=TrainerSettings(learning_rate=1e-2, seed=0),
+        )
+        status = await bus.request(
+            bus.names.campaign_cmd("start"), StartCampaign(spec=spec), CampaignStatus, timeout=30
+        )
+        assert status.state == "running", status
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            status = await _status(bus)
+            if status is not None and status.state in ("finished", "failed", "stopped"):
+                break
+            await asyncio.sleep(2)  # a poll period
+        assert status is not None and status.state == "finished", status
+
+        records = await Ledger(bus).records(CAMPAIGN)
+        scheduled = sum(r.scheduled for r in records)
+        received = sum(r.received for r in records)
+        assert scheduled > 0 and received == scheduled, records
+        await asyncio.sleep(1)  # the last compared episodes' messages still in flight
+        # Reference episodes pass comparison with comparison=None; every rollout gets a result.
+        rollouts = [ep for ep in compared if ep.role == "rollout"]
+        envs = {str(ep.environment) for ep in rollouts}
+        assert {"orchestrator", "shell"} <= envs, f"compared rollouts by environment: {envs}"
+        unmeasured = [ep.episode_id for ep in rollouts if ep.comparison is None]
+        assert not unmeasured, f"rollouts without a comparison result: {unmeasured}"
+
+
+def test_compose_stack_runs_a_campaign(project: Project) -> None:
+    try:
+        asyncio.run(_campaign(project))
+    except BaseException as e:
+        raise AssertionError(f"{e}\n--- compose logs (tail) ---\n{project.logs()}") from e
