@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TypeVar
 
 from nats.aio.msg import Msg
@@ -89,3 +90,14 @@ async def stored(bus: Bus, subject: str) -> AsyncIterator[asyncio.Queue[Msg]]:
 async def next_item(queue: asyncio.Queue[T], within: float = 5.0) -> T:
     """The next item of ``queue``; ``TimeoutError`` when none comes ``within`` seconds."""
     return await asyncio.wait_for(queue.get(), within)
+
+
+async def admin_of(data_dir: Path, *, within: float = 30.0) -> dict[str, str]:
+    """``connect`` keywords for the admin of the stack ``aios-rl up --data-dir data_dir`` starts
+    (its credentials appear before its server does)."""
+    from aios_rl.stack.auth import admin_credentials
+
+    async with asyncio.timeout(within):
+        while (creds := admin_credentials(data_dir)) is None:  # noqa: ASYNC110 - another process writes it: no event to wait on
+            await asyncio.sleep(0.05)
+    return {"user": creds.user, "password": creds.password}

@@ -17,7 +17,7 @@ from contracts import Episode, Names
 from services.reward.main import build
 from services.reward.settings import RewardSettings
 
-from .support import running
+from .support import admin_of, running
 
 AIOS = [sys.executable, "-m", "aios_rl.cli"]
 
@@ -149,9 +149,17 @@ async def test_tap_since_replays_stored_messages_as_json(
     )
 
 
-async def _reward_pids(url: str, deadline: float, *, exclude: set[int] = frozenset()) -> set[int]:  # type: ignore[assignment]
-    """Wait until a reward instance whose pid is not in ``exclude`` answers; return all pids."""
-    async with connect(url, name="test-up", connect_deadline=deadline) as bus:
+async def _reward_pids(
+    url: str,
+    deadline: float,
+    data_dir: Path,
+    *,
+    exclude: set[int] = frozenset(),  # type: ignore[assignment]
+) -> set[int]:
+    """Wait until a reward instance whose pid is not in ``exclude`` answers; return all pids.
+    Connects as the stack's admin (``up`` runs with authorization)."""
+    admin = await admin_of(data_dir, within=deadline)
+    async with connect(url, name="test-up", connect_deadline=deadline, **admin) as bus:
         async with asyncio.timeout(deadline):
             while True:
                 views = await discover(bus.nc, namespace="", window=0.2)
@@ -166,9 +174,9 @@ async def test_up_restarts_a_killed_service_and_stops_cleanly(tmp_path: Path) ->
     proc = await _spawn("up", "--nats-port", str(port), "--data-dir", str(tmp_path / "aios"))
     url = f"nats://127.0.0.1:{port}"
     try:
-        (first,) = await _reward_pids(url, 30)
+        (first,) = await _reward_pids(url, 30, tmp_path / "aios")
         os.kill(first, signal.SIGKILL)
-        pids = await _reward_pids(url, 30, exclude={first})
+        pids = await _reward_pids(url, 30, tmp_path / "aios", exclude={first})
         assert first not in pids
     finally:
         proc.send_signal(signal.SIGINT)

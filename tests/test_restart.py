@@ -38,6 +38,8 @@ from contracts import (
 )
 from contracts.subjects import STREAM_ROLLOUTS
 
+from .support import admin_of
+
 RUNNER = "shell-runner"
 RUNNER_ACK_WAIT_S = 5.0
 """The runner's ack wait in this stack: jobs a killed runner held come back after it."""
@@ -97,7 +99,8 @@ async def test_killing_campaign_runner_and_trainer_mid_epoch_loses_and_duplicate
         trainer=TrainerSettings(learning_rate=1e-2, seed=0),
     )
     try:
-        async with connect(url, name="test-restart", connect_deadline=30) as bus:
+        admin = await admin_of(tmp_path / "aios")  # up runs with authorization
+        async with connect(url, name="test-restart", connect_deadline=30, **admin) as bus:
             wanted = {s.name for s in SERVICES if s.replicas > 0}
             async with asyncio.timeout(90):
                 while not wanted <= {

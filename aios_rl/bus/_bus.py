@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import NamedTuple, TypeVar
 
@@ -17,6 +19,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 
 from contracts import DecodeError, Message, Names, decode, decode_any, encode
+from contracts.access import inbox_prefix
 from contracts.subjects import MSG_ID_HEADER
 
 from ._errors import BusError, ConnectError, NoResponders, RemoteError, RequestTimeout
@@ -246,6 +249,20 @@ def _decoding(handler: Handler) -> Callable[[Msg], Awaitable[None]]:
     return cb
 
 
+def redacted(url: str) -> str:
+    """``url`` (or a comma-separated list) without any user or password in it, for logs and
+    messages."""
+    parts = []
+    for part in (p.strip() for p in url.split(",")):
+        split = urllib.parse.urlsplit(part)
+        if split.username is not None or split.password is not None:
+            host = split.hostname or ""
+            netloc = f"{host}:{split.port}" if split.port else host
+            part = urllib.parse.urlunsplit(split._replace(netloc=netloc))
+        parts.append(part)
+    return ",".join(parts)
+
+
 @contextlib.asynccontextmanager
 async def connect(
     url: str,
@@ -253,12 +270,19 @@ async def connect(
     name: str,
     names: Names | None = None,
     connect_deadline: float = 30.0,
+    user: str | None = None,
+    password: str | None = None,
 ) -> AsyncIterator[Bus]:
     """Connect (retrying with back-off until ``connect_deadline``), log every disconnect and
     reconnect, reconnect forever once connected, and drain on exit.
 
-    Raises ``ConnectError`` when no server answered in time."""
-    log = get_logger(nats_url=url)
+    ``user`` / ``password`` default to the environment's ``NATS_USER`` / ``NATS_PASSWORD`` (empty
+    or unset: none). A user's replies arrive on its own inbox (``contracts.access.inbox_prefix``),
+    which its permissions let only it read. Raises ``ConnectError`` when no server answered in time
+    (or refused the credentials until then)."""
+    user = (os.environ.get("NATS_USER", "") if user is None else user) or None
+    password = (os.environ.get("NATS_PASSWORD", "") if password is None else password) or None
+    log = get_logger(nats_url=redacted(url), **({"nats_user": user} if user else {}))
 
     async def on_disconnect() -> None:
         if not (nc.is_closed or nc.is_draining):
@@ -289,11 +313,17 @@ async def connect(
                 disconnected_cb=on_disconnect,
                 reconnected_cb=on_reconnect,
                 error_cb=on_error,
+                **(
+                    {"user": user, "password": password or "", "inbox_prefix": inbox_prefix(user)}
+                    if user
+                    else {}
+                ),
             )
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         await nc.close()
         raise ConnectError(
-            f"no NATS server answered at {url} within {connect_deadline:g}s"
+            f"no NATS server answered at {redacted(url)} within {connect_deadline:g}s"
+            + (f" (as user {user})" if user else "")
         ) from exc
     connected = True
     log.debug("nats.connected")

@@ -1,6 +1,12 @@
 """Apply the declared JetStream topology, idempotently: create what is missing, update what
 differs, leave the rest alone.
 
+**Look before writing.** Every resource is read first and written only when it is missing or
+differs from the declaration. Under authorization (``contracts.access``) only the admin (``aios-rl
+up``, before it starts any service) may create or update streams and buckets; a service may
+create only its own durable consumers. A service starting on a provisioned stack therefore only
+reads, and one that finds something it may not fix fails with a ``ProvisionError`` naming it.
+
 A durable consumer's ``ack_wait`` may be set by the service that processes it
 (``Service.consume(..., ack_wait_s=...)``, e.g. from a deployment's settings): the consumer's
 metadata records it under :data:`ACK_WAIT_OVERRIDE`, and provisioning by any other service keeps
@@ -143,22 +149,49 @@ async def apply_ack_wait(bus: Bus, spec: ConsumerSpec, ack_wait_s: float | None)
     return float(info.config.ack_wait or spec.ack_wait_s)
 
 
+_STREAM_MANAGED = (
+    "subjects",
+    "retention",
+    "max_age",
+    "max_msgs_per_subject",
+    "max_bytes",
+    "duplicate_window",
+    "description",
+    "allow_direct",
+)
+"""The stream settings provisioning owns."""
+
+
+def _stream_differs(actual: api.StreamConfig, wanted: api.StreamConfig) -> bool:
+    def norm(cfg: api.StreamConfig, field: str) -> object:
+        value = getattr(cfg, field)
+        if field == "subjects":
+            return sorted(value or [])
+        if field in ("max_age", "description"):
+            return value or None
+        return value
+
+    return any(norm(actual, f) != norm(wanted, f) for f in _STREAM_MANAGED)
+
+
 async def _bucket(js: JetStreamContext, b: BucketSpec) -> None:
     """Create the KV bucket ``b``, or bring an existing one's history, TTL and description to
     the declaration (its keys stay)."""
     try:
-        await js.create_key_value(
-            api.KeyValueConfig(
-                bucket=b.name,
-                history=b.history,
-                description=b.description or None,
-                ttl=b.ttl_s or None,
+        info = await js.stream_info(f"KV_{b.name}")
+    except nats.js.errors.NotFoundError:
+        try:
+            await js.create_key_value(
+                api.KeyValueConfig(
+                    bucket=b.name,
+                    history=b.history,
+                    description=b.description or None,
+                    ttl=b.ttl_s or None,
+                )
             )
-        )
-        return
-    except nats.js.errors.BadRequestError:
-        pass  # it exists with another configuration: update it below
-    info = await js.stream_info(f"KV_{b.name}")
+            return
+        except nats.js.errors.BadRequestError:
+            info = await js.stream_info(f"KV_{b.name}")  # created meanwhile: check it below
     cfg = info.config
     want_age = b.ttl_s or None
     if (cfg.max_msgs_per_subject, cfg.max_age or None, cfg.description or None) != (
@@ -184,17 +217,28 @@ async def provision(bus: Bus, topo: Topology | None = None) -> Topology:
         for s in topo.streams:
             cfg = stream_config(s)
             try:
-                await js.add_stream(cfg)
-            except nats.js.errors.BadRequestError:
-                # It exists with another config: bring it to the declared one.
-                await js.update_stream(cfg)
-        for c in topo.consumers:
-            if await _create_only(bus, c.stream, consumer_config(c)):
+                current = (await js.stream_info(s.name)).config
+            except nats.js.errors.NotFoundError:
+                current = None
+            if current is None:
+                try:
+                    await js.add_stream(cfg)
+                    continue
+                except nats.js.errors.BadRequestError:
+                    pass  # created meanwhile with another config: bring it to the declared one
+            elif not _stream_differs(current, cfg):
                 continue
+            await js.update_stream(cfg)
+        for c in topo.consumers:
+            try:
+                info = await js.consumer_info(c.stream, c.durable)
+            except nats.js.errors.NotFoundError:
+                if await _create_only(bus, c.stream, consumer_config(c)):
+                    continue
+                info = await js.consumer_info(c.stream, c.durable)
             # It exists: bring it to the declared config, keeping an ack wait its service set.
             # Written only when something differs: a service starting with the same contract
             # never rewrites the consumer, so it cannot undo an override set meanwhile.
-            info = await js.consumer_info(c.stream, c.durable)
             cfg = consumer_config(c, _override(info.config))
             if not _differs(info.config, cfg):
                 continue
@@ -217,5 +261,11 @@ async def provision(bus: Bus, topo: Topology | None = None) -> Topology:
                 )
     except nats.js.errors.APIError as exc:
         raise ProvisionError(f"JetStream refused the topology: {exc}") from exc
+    except nats.errors.TimeoutError as exc:
+        # A request the user may not send gets no answer (the server logs the violation).
+        raise ProvisionError(
+            "JetStream did not answer while provisioning: is this user permitted to create or "
+            "update the topology? (only the admin may; run aios-rl up first)"
+        ) from exc
     log.debug("jetstream.provisioned", streams=len(topo.streams), consumers=len(topo.consumers))
     return topo

@@ -22,7 +22,7 @@ from ..bus import BusError, configure_logging
 from ..stack.natsd import NatsServerError
 from ..stack.supervisor import PlanError
 from . import campaign, checkpoints, demo, publish, services, shell, tap, up
-from ._common import CliError
+from ._common import CliError, use_credentials
 
 __all__ = ["build_parser", "main"]
 
@@ -60,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=os.environ.get("AIOS_LOG_LEVEL", "warning"),
     )
     try:
+        use_credentials(args)
         code = args.run(args)
     except (PlanError, ValueError) as exc:
         parser.exit(2, f"aios-rl {args.command}: error: {exc}\n")

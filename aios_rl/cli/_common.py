@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import urllib.parse
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -21,9 +23,13 @@ __all__ = [
     "run_until_interrupt",
     "training_args",
     "url",
+    "use_credentials",
 ]
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
+
+DEFAULT_CREDENTIALS = Path(".aios") / "auth" / "admin.json"
+"""The admin credentials ``aios-rl up`` keeps with its default ``--data-dir``."""
 
 
 class CliError(Exception):
@@ -74,6 +80,32 @@ def bus_args(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("AIOS_NAMESPACE", ""),
         help="namespace of the stack (env AIOS_NAMESPACE)",
     )
+    p.add_argument(
+        "--credentials",
+        default=os.environ.get("AIOS_CREDENTIALS"),
+        metavar="FILE",
+        help="NATS user and password to connect with: the admin's, <data-dir>/auth/admin.json "
+        f"of aios-rl up (env AIOS_CREDENTIALS; default {DEFAULT_CREDENTIALS} when it exists; "
+        "NATS_USER / NATS_PASSWORD win over both)",
+    )
+
+
+def use_credentials(args: argparse.Namespace) -> None:
+    """Make ``--credentials`` (or the default admin file, when it exists) the user and password
+    every connection of this command makes, through ``NATS_USER`` / ``NATS_PASSWORD``; leaves
+    them alone when the environment sets them. Raises ``CliError`` for an unreadable file."""
+    if os.environ.get("NATS_USER"):
+        return
+    given = getattr(args, "credentials", None)
+    path = Path(given) if given else DEFAULT_CREDENTIALS
+    if not given and not path.is_file():
+        return
+    try:
+        doc = json.loads(path.read_text())
+        user, password = str(doc["user"]), str(doc["password"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"cannot read credentials from {path}: {exc!r}") from None
+    os.environ["NATS_USER"], os.environ["NATS_PASSWORD"] = user, password
 
 
 def positive(text: str) -> int:

@@ -1,5 +1,11 @@
 """``aios-rl up``: the whole stack, an embedded NATS (unless ``--nats-url``) and every service
-as a supervised process, until Ctrl-C."""
+as a supervised process, until Ctrl-C.
+
+The embedded NATS runs with authorization (``docs/security.md``): a user per service with the
+permissions ``contracts.access`` declares, passwords kept in ``<data-dir>/auth/``; ``up`` itself
+is the admin and provisions the topology before any service starts. ``--insecure`` runs without
+(development only). With ``--nats-url`` the server is not ours: services connect with the
+credentials kept in ``<data-dir>/auth/`` when there are some."""
 
 from __future__ import annotations
 
@@ -12,8 +18,9 @@ from pathlib import Path
 
 from contracts import Names
 
-from ..bus import ConnectError, connect, discover
+from ..bus import BusError, ConnectError, connect, discover, provision
 from ..stack import SERVICES
+from ..stack.auth import StackAuth, credentials_env, existing, prepare
 from ..stack.natsd import NatsServer, NatsServerError
 from ..stack.supervisor import Replica, Supervisor, parse_scale, plan
 from ._common import CliError, bus_args, port
@@ -45,21 +52,41 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         help="run N replicas of a service (repeatable)",
     )
     up.add_argument("--only", default="", metavar="NAME,...", help="run only these services")
+    up.add_argument(
+        "--insecure",
+        action="store_true",
+        help="no NATS users or permissions: anyone who reaches the port can do anything "
+        "(development only; see docs/security.md)",
+    )
     up.set_defaults(run=_run)
 
 
-async def _running_singletons(url: str, namespace: str, replicas: list[Replica]) -> list[str]:
+async def _running_singletons(
+    url: str, namespace: str, replicas: list[Replica], auth: StackAuth | None
+) -> list[str]:
     """The services of ``replicas`` that cannot share their work and already run in the
-    namespace (each with its pid): a second ``up`` must not start them twice."""
+    namespace (each with its pid): a second ``up`` must not start them twice. Provisions the
+    topology (as the admin) when none runs, so services find it there."""
+    admin = credentials_env(auth.admin if auth else None)
     try:
         async with connect(
-            url, name="aios-rl-up", names=Names(namespace), connect_deadline=5.0
+            url,
+            name="aios-rl-up",
+            names=Names(namespace),
+            connect_deadline=5.0,
+            user=admin["NATS_USER"],
+            password=admin["NATS_PASSWORD"],
         ) as bus:
             found = await discover(bus.nc, namespace=namespace, window=0.3)
+            wanted = {r.service.name for r in replicas if not r.service.scalable}
+            running = sorted(f"{v.name} (pid {v.pid})" for v in found if v.name in wanted)
+            if not running:
+                await provision(bus)
+            return running
     except ConnectError as exc:
         raise CliError(f"no NATS server answers at {url}: {exc}") from exc
-    wanted = {r.service.name for r in replicas if not r.service.scalable}
-    return sorted(f"{v.name} (pid {v.pid})" for v in found if v.name in wanted)
+    except BusError as exc:
+        raise CliError(f"cannot provision the topology at {url}: {exc}") from exc
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -67,9 +94,19 @@ def _run(args: argparse.Namespace) -> int:
     replicas = plan(SERVICES, scale=parse_scale(args.scale, [s.name for s in SERVICES]), only=only)
     server: NatsServer | None = None
     url = args.nats_url
+    names = Names(args.namespace)
+    users = [r.service.name for r in replicas]
+    auth: StackAuth | None = None
+    if not args.insecure:
+        auth = existing(args.data_dir, users) if url else prepare(args.data_dir, names, users)
     if not url:
         data = Path(args.data_dir) / "nats"
-        server = NatsServer(data, port=args.nats_port, log_file=data / "nats-server.log")
+        server = NatsServer(
+            data,
+            port=args.nats_port,
+            log_file=data / "nats-server.log",
+            config=auth.config if auth else None,
+        )
         try:
             server.start()
         except NatsServerError as exc:
@@ -78,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
             ) from exc
         url = server.url
     try:
-        running = asyncio.run(_running_singletons(url, args.namespace, replicas))
+        running = asyncio.run(_running_singletons(url, args.namespace, replicas, auth))
     except BaseException:
         if server is not None:
             server.stop()
@@ -97,12 +134,17 @@ def _run(args: argparse.Namespace) -> int:
             "AIOS_LOG_FORMAT", "console" if sys.stdout.isatty() else "json"
         ),
     }
-    sup = Supervisor(replicas, env=env)
+    service_env = auth.service_env if auth else {u: credentials_env(None) for u in users}
+    sup = Supervisor(replicas, env=env, service_env=service_env)
     where = (
         f"embedded NATS at {url} (data {Path(args.data_dir) / 'nats'})"
         if server
         else f"NATS at {url}"
     )
+    if auth is not None:
+        where += f", users and permissions from {auth.config.parent}"
+    else:
+        where += ", no authorization (--insecure)" if args.insecure else ", no credentials"
     sup.say(f"{where}; starting {', '.join(r.label for r in replicas)}")
 
     async def run() -> None:

@@ -6,6 +6,11 @@ and check the services they need are there. Otherwise they start an embedded ``n
 with its JetStream store in ``<data_dir>/nats`` (kept between commands, so ``shell eval`` after
 ``shell train`` sees the trained checkpoints) and every service of the registry as a process
 under the supervisor, with logs in ``<data_dir>/services.log``; both stop when the block ends.
+
+The embedded server runs with authorization unless ``insecure``: a user per service (passwords
+kept in ``<data_dir>/auth/``), this process the admin, which provisions the topology before the
+services start. A stack found at the URL is used with the admin credentials kept in
+``<data_dir>/auth/`` when there are some.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from contracts import Names
 
 from ..bus import Bus, ConnectError, connect, discover, provision
 from ..state.checkpoints import CheckpointRegistry
+from .auth import admin_credentials, credentials_env, prepare
 from .natsd import NatsServer
 from .services import SERVICES
 from .supervisor import Supervisor, plan
@@ -77,9 +83,11 @@ def _prepare(data_dir: Path, *, fresh: bool) -> Path:
     return data_dir / "services.log"
 
 
-async def _answers(url: str) -> bool:
+async def _answers(url: str, user: str | None, password: str | None) -> bool:
     try:
-        async with connect(url, name="aios-rl-probe", connect_deadline=2.0):
+        async with connect(
+            url, name="aios-rl-probe", connect_deadline=2.0, user=user, password=password
+        ):
             return True
     except ConnectError:
         return False
@@ -97,12 +105,20 @@ async def stack(
     verbose: bool = False,
     name: str = "aios-rl",
     start_timeout_s: float = 180.0,
+    insecure: bool = False,
 ) -> AsyncIterator[Stack]:
     """The stack at ``url`` if it answers, else an embedded one (see the module docstring).
-    ``fresh`` wipes the embedded JetStream store first. Raises ``StackError``."""
+    ``fresh`` wipes the embedded JetStream store first; ``insecure`` runs it without users.
+    Raises ``StackError``."""
     names = Names(namespace)
-    if url and await _answers(url):
-        async with connect(url, name=name, names=names, connect_deadline=5.0) as bus:
+    # The stack at the URL: as the admin kept in the data dir, else as NATS_USER / NATS_PASSWORD
+    # (the command's --credentials).
+    kept = None if insecure else admin_credentials(data_dir)
+    user, password = (kept.user, kept.password) if kept else (None, None)
+    if url and await _answers(url, user, password):
+        async with connect(
+            url, name=name, names=names, connect_deadline=5.0, user=user, password=password
+        ) as bus:
             await provision(bus)
             await wait_for_services(bus, needs, 30)
             yield Stack(bus=bus, url=url, embedded=False)
@@ -110,17 +126,29 @@ async def stack(
     if url:
         echo(f"no NATS at {url}: starting an embedded stack")
     log_path = _prepare(data_dir, fresh=fresh)
-    with NatsServer(data_dir / "nats") as server, open(log_path, "a") as log_file:  # noqa: ASYNC230 - opened once
-        replicas = plan(SERVICES)
+    replicas = plan(SERVICES)
+    users = [r.service.name for r in replicas]
+    auth = None if insecure else prepare(data_dir, names, users)
+    admin = credentials_env(auth.admin if auth else None)
+    server = NatsServer(data_dir / "nats", config=auth.config if auth else None)
+    with server, open(log_path, "a") as log_file:  # noqa: ASYNC230 - opened once
         sup = Supervisor(
             replicas,
             env={"NATS_URL": server.url, "AIOS_NAMESPACE": namespace, "AIOS_LOG_FORMAT": "json"},
+            service_env=auth.service_env if auth else {u: credentials_env(None) for u in users},
             out=sys.stdout if verbose else log_file,
         )
-        runner = asyncio.create_task(sup.run())
+        runner: asyncio.Task[None] | None = None
         try:
-            async with connect(server.url, name=name, names=names) as bus:
-                await provision(bus)
+            async with connect(
+                server.url,
+                name=name,
+                names=names,
+                user=admin["NATS_USER"],
+                password=admin["NATS_PASSWORD"],
+            ) as bus:
+                await provision(bus)  # as the admin, before any service starts
+                runner = asyncio.create_task(sup.run())
                 echo(
                     f"embedded NATS at {server.url}; starting {len(replicas)} services "
                     f"(logs: {log_path})"
@@ -129,4 +157,5 @@ async def stack(
                 yield Stack(bus=bus, url=server.url, embedded=True, log_path=log_path)
         finally:
             sup.stop()
-            await runner
+            if runner is not None:
+                await runner

@@ -60,7 +60,8 @@ def free_port() -> int:
 
 
 class NatsServer:
-    """A ``nats-server -js`` child process on loopback.
+    """A ``nats-server -js`` child process on loopback; with ``config``, started with ``-c`` on
+    that file (the command-line options here win over the file's).
 
     ``start()`` returns once the server logs that it is ready (or raises ``NatsServerError``);
     ``stop()`` ends it with SIGTERM, then SIGKILL. Also a context manager."""
@@ -73,12 +74,15 @@ class NatsServer:
         monitor_port: int | None = None,
         host: str = "127.0.0.1",
         log_file: str | os.PathLike[str] | None = None,
+        config: str | os.PathLike[str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port or free_port()
         self.monitor_port = monitor_port if monitor_port is not None else free_port()
         self.log_file = Path(log_file) if log_file else self.data_dir / "nats-server.log"
+        self.config = Path(config) if config else None
+        """A nats-server config file (``-c``): users and permissions (``stack.auth``)."""
         self.proc: subprocess.Popen[bytes] | None = None
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
@@ -110,6 +114,7 @@ class NatsServer:
             str(self.data_dir / "jetstream"),
             "--server_name",
             f"aios-{self.port}",
+            *(["-c", str(self.config)] if self.config else []),
         ]
         self.proc = subprocess.Popen(
             cmd,

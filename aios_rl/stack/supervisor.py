@@ -99,6 +99,7 @@ class Supervisor:
         replicas: Sequence[Replica],
         *,
         env: Mapping[str, str],
+        service_env: Mapping[str, Mapping[str, str]] | None = None,
         out: TextIO = sys.stdout,
         colour: bool | None = None,
         grace_s: float = 15.0,
@@ -106,6 +107,8 @@ class Supervisor:
     ) -> None:
         self.replicas = list(replicas)
         self.env = dict(env)
+        self.service_env = {name: dict(e) for name, e in (service_env or {}).items()}
+        """Environment of one service's replicas on top of ``env`` (its NATS credentials)."""
         self.out = out
         self.colour = out.isatty() if colour is None else colour
         self.grace_s = grace_s
@@ -157,7 +160,13 @@ class Supervisor:
                     await self._stop.wait()
 
     async def _run_once(self, r: Replica) -> int:
-        env = {**os.environ, **self.env, "AIOS_REPLICA": str(r.index), "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            **self.env,
+            **self.service_env.get(r.service.name, {}),
+            "AIOS_REPLICA": str(r.index),
+            "PYTHONUNBUFFERED": "1",
+        }
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
