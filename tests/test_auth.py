@@ -53,7 +53,7 @@ from services.campaign.main import build as build_campaign
 from services.campaign.settings import CampaignSettings
 from services.runner.main import build as build_runner
 
-from .support import running
+from .support import admin_of, running
 
 NAMES = Names("auth")
 
@@ -202,12 +202,12 @@ async def test_unknown_users_and_wrong_passwords_are_refused(secured) -> None:
     server, _ = secured
     from aios_rl.bus import ConnectError
 
-    with pytest.raises(ConnectError, match="as user shell-runner"):
+    with pytest.raises(ConnectError, match=r"refused user shell-runner.s credentials"):
         async with connect(
             server.url, name="x", user="shell-runner", password="guess", connect_deadline=2
         ):
             pass
-    with pytest.raises(ConnectError):
+    with pytest.raises(ConnectError, match="refused a connection without credentials"):
         async with connect(server.url, name="x", user="", password="", connect_deadline=2):
             pass
 
@@ -347,3 +347,57 @@ def test_urls_are_logged_without_credentials() -> None:
         redacted("nats://a:b@h1:1, tls://h2:2,nats://tok@h3") == "nats://h1:1,tls://h2:2,nats://h3"
     )
     assert redacted("nats://127.0.0.1:4222") == "nats://127.0.0.1:4222"
+
+
+async def test_up_insecure_runs_without_users_and_up_secure_refuses_strangers(
+    tmp_path: Path,
+) -> None:
+    import os
+    import signal
+    import sys
+
+    from aios_rl.bus import ConnectError, discover
+    from aios_rl.stack.natsd import free_port
+
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "AIOS_NAMESPACE")}
+    env["AIOS_LOG_FORMAT"] = "json"
+
+    async def reward_up(*flags: str) -> tuple[asyncio.subprocess.Process, str]:
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "aios_rl.cli", "up", "--only", "reward"),
+            *("--nats-port", str(port), "--data-dir", str(tmp_path / flags[0]), *flags[1:]),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+        )
+        return proc, f"nats://127.0.0.1:{port}"
+
+    async def reward_answers(url: str, **login: str) -> None:
+        async with connect(url, name="test-insecure", connect_deadline=30, **login) as bus:
+            async with asyncio.timeout(30):
+                while "reward" not in {v.name for v in await discover(bus.nc, window=0.2)}:
+                    pass  # each round waits for replies
+
+    insecure, url = await reward_up("open", "--insecure")
+    secure, secure_url = await reward_up("closed")
+    try:
+        await reward_answers(url, user="", password="")  # no credentials needed
+        assert not (tmp_path / "open" / "auth").exists()
+        await reward_answers(secure_url, **await admin_of(tmp_path / "closed"))
+        with pytest.raises(ConnectError, match="refused a connection without credentials"):
+            async with connect(secure_url, name="x", user="", password="", connect_deadline=2):
+                pass
+    finally:
+        for proc in (insecure, secure):
+            proc.send_signal(signal.SIGINT)
+        outs = [
+            (await asyncio.wait_for(p.communicate(), 30))[0].decode() for p in (insecure, secure)
+        ]
+    assert "no authorization (--insecure)" in outs[0]
+    assert "users and permissions from" in outs[1]
+    import json
+
+    kept = [json.loads(f.read_text()) for f in (tmp_path / "closed" / "auth").glob("*.json")]
+    assert len(kept) > 2
+    assert not [k["user"] for k in kept if k["password"] in outs[1]]  # no password in the logs

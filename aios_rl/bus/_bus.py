@@ -292,11 +292,14 @@ async def connect(
         log.info("nats.reconnected")
 
     connected = False
+    refused = False
 
     async def on_error(exc: Exception) -> None:
+        nonlocal refused
         if connected:
             log.warning("nats.error", error=repr(exc))
         else:
+            refused = refused or "authorization" in str(exc).lower()
             log.debug("nats.connect_retry", error=repr(exc))
 
     nc = Client()
@@ -321,6 +324,12 @@ async def connect(
             )
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         await nc.close()
+        if refused or isinstance(exc, nats.errors.AuthorizationError):
+            raise ConnectError(
+                f"the NATS server at {redacted(url)} refused "
+                + (f"user {user}'s credentials" if user else "a connection without credentials")
+                + " (aios-rl up keeps them in <data-dir>/auth/; see docs/security.md)"
+            ) from exc
         raise ConnectError(
             f"no NATS server answered at {redacted(url)} within {connect_deadline:g}s"
             + (f" (as user {user})" if user else "")

@@ -17,6 +17,7 @@ __all__ = [
     "CliError",
     "bus_args",
     "fraction",
+    "insecure_arg",
     "nats_url",
     "port",
     "positive",
@@ -108,6 +109,16 @@ def use_credentials(args: argparse.Namespace) -> None:
     os.environ["NATS_USER"], os.environ["NATS_PASSWORD"] = user, password
 
 
+def insecure_arg(p: argparse.ArgumentParser) -> None:
+    """``--insecure``: an embedded stack without NATS users (development only)."""
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="run an embedded stack without NATS users or permissions (development only; "
+        "see docs/security.md)",
+    )
+
+
 def positive(text: str) -> int:
     try:
         value = int(text)
@@ -164,8 +175,9 @@ def training_args(
     p.add_argument(
         "--data-dir",
         default=data_dir,
-        help=f"embedded stack's JetStream data and logs (default {data_dir})",
+        help=f"embedded stack's JetStream data, credentials and logs (default {data_dir})",
     )
+    insecure_arg(p)
 
 
 def url(args: argparse.Namespace) -> str:

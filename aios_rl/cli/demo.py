@@ -44,6 +44,7 @@ def run_demo(args: argparse.Namespace) -> int:
         async with stack(
             None,
             data_dir=Path(args.data_dir),
+            insecure=args.insecure,
             needs=set(),
             echo=console.print,
             fresh=True,

@@ -31,7 +31,7 @@ from ..envs.shell.verify import RunCache, default_cache_dir
 from ..stack.embedded import StackError, active_checkpoint, stack
 from ..state.checkpoints import CheckpointRegistry, UnknownCheckpointError
 from ..state.ledger import Ledger
-from ._common import CliError, bus_args, positive, training_args, url
+from ._common import CliError, bus_args, insecure_arg, positive, training_args, url
 from .campaign_watch import run_campaign
 from .evaluation import EvalSummary, run_eval, summarize
 from .report import epoch_table
@@ -103,6 +103,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         default=".aios/stack",
         help="embedded stack's JetStream data and logs, when none is reachable (default .aios/stack)",
     )
+    insecure_arg(ev)
     bus_args(ev)
     ev.set_defaults(run=_on_a_stack(run_shell_eval))
 
@@ -262,6 +263,7 @@ def run_shell_eval(args: argparse.Namespace) -> int:
             args.nats_url,
             namespace=args.namespace,
             data_dir=Path(args.data_dir),
+            insecure=args.insecure,
             needs={"sampler", "shell-runner", "trainer"},
             echo=console.print,
         ) as st:
@@ -363,6 +365,7 @@ def run_shell_train(args: argparse.Namespace) -> int:
             args.nats_url,
             namespace=args.namespace,
             data_dir=Path(args.data_dir),
+            insecure=args.insecure,
             needs=NEEDS,
             echo=console.print,
         ) as st:
