@@ -173,7 +173,7 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
             sent_seqs: dict[tuple[str, int], str] = {}
             for subject, schema in consumed:
                 for name, payload in payloads:
-                    for header in (schema, "episode.v0"):
+                    for header in (schema, "no_such_schema.v1"):
                         ack = await bus.js.publish(
                             subject, payload, headers={SCHEMA_HEADER: header}
                         )
