@@ -15,6 +15,7 @@ import resource
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -241,7 +242,8 @@ def test_the_host_beyond_the_allow_list_is_not_there(
     assert (result.exit_code, result.output) == (0, "[]\n")
 
 
-def test_the_projects_python_runs_a_tasks_tests(sandbox: Sandbox, workdir: Path) -> None:
+def test_the_projects_python_runs_a_tasks_tests(workdir: Path) -> None:
+    sandbox = Sandbox(config(disk_bytes=4 * MiB, max_files=100))  # a task needs little room
     (workdir / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     (workdir / "test_calc.py").write_text(
         "import unittest\n\nfrom calc import add\n\n\n"
@@ -289,6 +291,28 @@ def test_a_python_fork_bomb_is_contained(sandbox: Sandbox, workdir: Path) -> Non
     assert result.killed_by == "process_limit"
     assert result.blocked_reason and "process limit" in result.blocked_reason
     assert result.duration_s < CONFIG.wall_timeout_s / 2
+    assert_recovered(sandbox, workdir)
+
+
+def test_a_fork_bomb_of_threaded_processes_is_contained(sandbox: Sandbox, workdir: Path) -> None:
+    # Each process holds threads, so RLIMIT_NPROC (processes and threads) is reached with few
+    # processes: the bomb must be seen by its tasks, not its process count.
+    bomb = (
+        "import os, threading, time\n"
+        "def threads():\n"
+        "    for _ in range(3):\n"
+        "        threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\n"
+        "threads()\n"
+        "while True:\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            threads()\n"
+        "    except (OSError, RuntimeError):\n"
+        "        pass\n"
+    )
+    result = sandbox.run(py(bomb), workdir)
+    assert (result.killed_by, result.timed_out) == ("process_limit", False), result.blocked_reason
+    assert result.blocked_reason and "process limit" in result.blocked_reason
     assert_recovered(sandbox, workdir)
 
 
@@ -354,6 +378,77 @@ def test_a_large_file_is_refused(sandbox: Sandbox, workdir: Path) -> None:
     assert result.exit_code != 0
     assert result.blocked_reason and "file size limit" in result.blocked_reason
     assert (workdir / "big").stat().st_size <= CONFIG.max_file_bytes
+
+
+def tree_size(root: Path) -> tuple[int, int]:
+    """(entries, bytes of regular files) under ``root``, not following symlinks."""
+    entries = size = 0
+    for _, dirnames, filenames, dir_fd in os.fwalk(root):
+        for name in dirnames + filenames:
+            entries += 1
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            size += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return entries, size
+
+
+def test_the_task_dir_has_a_disk_quota(workdir: Path) -> None:
+    box = Sandbox(config(disk_bytes=16 * MiB))
+    flood = (
+        "import errno\n"
+        "for i in range(100_000):\n"
+        "    try:\n"
+        "        with open(f'f{i}', 'wb') as f:\n"
+        "            f.write(b'x' * 65536)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', errno.errorcode[exc.errno], 'after', i)\n"
+        "        break\n"
+    )
+    result = box.run(py(flood), workdir)
+    assert "refused ENOSPC" in result.output, result.output
+    assert result.blocked_reason and "disk limit" in result.blocked_reason
+    entries, size = tree_size(workdir)
+    assert size <= 16 * MiB and 200 < entries <= 257  # what fitted is kept, and no more
+    again = box.run(["true"], workdir)  # the task dir is still full: said again
+    assert again.blocked_reason and "disk limit" in again.blocked_reason
+    shutil.rmtree(workdir)
+    workdir.mkdir()
+    assert_recovered(box, workdir)
+
+
+def test_a_flood_of_files_is_stopped(workdir: Path) -> None:
+    box = Sandbox(config(max_files=500))
+    result = box.run(py("import os\nfor i in range(10**7):\n    os.mkdir(f'd{i}')"), workdir)
+    assert result.killed_by == "disk_limit"
+    assert result.blocked_reason and "disk limit" in result.blocked_reason
+    assert tree_size(workdir)[0] <= 500
+    assert_recovered(box, workdir)
+
+
+def test_the_task_dir_carries_over_between_runs(sandbox: Sandbox, workdir: Path) -> None:
+    (workdir / "kept.txt").write_text("host\n")
+    (workdir / "removed.txt").write_text("x")
+    script = (
+        "cat kept.txt; echo sandbox >> kept.txt; rm removed.txt; mkdir -p d/e; "
+        "echo new > d/e/new.txt; chmod 0640 d/e/new.txt; chmod 4755 kept.txt; "
+        "ln -s kept.txt link; mkfifo fifo; python -c 'import socket; "
+        'socket.socket(socket.AF_UNIX).bind("sock")\''
+    )
+    first = sandbox.run(["sh", "-c", script], workdir)
+    assert (first.exit_code, first.output, first.blocked_reason) == (0, "host\n", None)
+    assert (workdir / "kept.txt").read_text() == "host\nsandbox\n"
+    assert (workdir / "kept.txt").stat().st_mode & 0o7777 == 0o755  # setuid stripped
+    assert not (workdir / "removed.txt").exists()
+    assert (workdir / "d/e/new.txt").read_text() == "new\n"
+    assert (workdir / "d/e/new.txt").stat().st_mode & 0o777 == 0o640
+    assert os.readlink(workdir / "link") == "kept.txt"
+    # FIFOs and sockets are not carried back to the host, where a reader could block on them.
+    assert not (workdir / "fifo").exists() and not (workdir / "sock").exists()
+    owner = workdir.stat()
+    for path in [workdir / "d", workdir / "d/e/new.txt", workdir / "link"]:
+        assert (path.lstat().st_uid, path.lstat().st_gid) == (owner.st_uid, owner.st_gid)
+    (workdir / "d/e/new.txt").write_text("edited on the host\n")
+    second = sandbox.run(["sh", "-c", "cat d/e/new.txt link"], workdir)
+    assert second.output == "edited on the host\nhost\nsandbox\n"
 
 
 def test_the_timeout_kills_the_whole_tree(workdir: Path) -> None:
@@ -450,6 +545,14 @@ def test_bad_configs_and_task_dirs_are_refused(sandbox: Sandbox, tmp_path: Path)
         sandbox.run(["true"], Path("/"))
     with pytest.raises(SandboxError, match="does not exist"):
         sandbox.run(["true"], tmp_path / "missing")
+    with pytest.raises(ValueError, match="disk_bytes"):
+        SandboxConfig(disk_bytes=0)
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "data").write_bytes(b"x" * 2 * MiB)
+    with pytest.raises(SandboxError, match="does not fit"):
+        Sandbox(config(disk_bytes=MiB)).run(["true"], big)
+    assert os.listdir(big) == ["data"] and (big / "data").stat().st_size == 2 * MiB
 
 
 # -- non-root mode (a container's USER) -----------------------------------------------------------

@@ -15,24 +15,36 @@ What a sandboxed command gets
   links or directories; the interpreter (``SandboxConfig.python``: its venv and its base
   installation); ``SandboxConfig.expose``. Nothing else of the host exists inside: not ``/root``,
   ``/home``, ``/work``, ``/var``, ``/run``, ``/sys``, the NATS data dir or other tasks' dirs.
-  Writable: the task's ``workdir`` (bound at its host path), a private ``/tmp`` and ``/dev/shm``
-  (tmpfs of ``tmp_bytes`` each), a minimal ``/dev`` and its own ``/proc``.
+  Writable: the task dir, a private ``/tmp`` and ``/dev/shm`` (tmpfs of ``tmp_bytes`` each), a
+  minimal ``/dev`` and its own ``/proc``.
+- The task dir as a quota: at the ``workdir``'s host path, a tmpfs of ``disk_bytes`` (held in
+  RAM). bwrap sets the sandbox up and waits (``--block-fd``) while the host copies the workdir
+  into it; after the command, once every process of the sandbox is gone, the host replaces the
+  workdir's content with the tmpfs's, through a directory fd that keeps the tmpfs alive after
+  the sandbox: directories, regular files (permissions without setuid/setgid/sticky bits,
+  times) and symlinks (as links), at most ``max_files`` entries, ``disk_bytes`` bytes (hard links
+  and sparse files count in full) and 64 levels; FIFOs, sockets and devices are left out. The
+  host's workdir is never mounted into the sandbox, so nothing the command does reaches it
+  but through that bounded copy.
 - An unprivileged identity. Run as root (the normal case on a host), bwrap sets up the
   namespaces, then ``setpriv`` drops to a uid of its own from ``SandboxConfig.uids`` (one per
   concurrent sandbox, held by a lock file in ``/run/aios-rl/``), with no capabilities, an empty
-  bounding set and ``no_new_privs`` (setuid binaries stay powerless). The task dir is chowned to
-  that uid for the run and back to the workdir's owner afterwards (setuid/setgid bits stripped).
-  Run as non-root (a container's ``USER``), bwrap uses an unprivileged user namespace instead and
-  the command keeps the caller's uid; nested user namespaces are disabled.
+  bounding set and ``no_new_privs`` (setuid binaries stay powerless). Inside, the task dir's
+  files belong to that uid; copied back, to the workdir's owner. Run as non-root (a container's
+  ``USER``), bwrap uses an unprivileged user namespace instead and the command keeps the caller's
+  uid; nested user namespaces are disabled.
 - A seccomp filter (x86-64) that refuses new namespaces (``unshare``, ``setns``, ``clone`` with
   namespace flags; ``clone3`` answers ENOSYS so libc falls back to ``clone``), mounts, keyrings,
   ``bpf``, ``perf_event_open``, ``userfaultfd``, ``io_uring`` and module/kexec calls, and kills a
   process that makes 32-bit or x32 system calls.
 - Limits: per process ``RLIMIT_CPU`` (``cpu_seconds``; SIGXCPU), ``RLIMIT_AS``
   (``memory_bytes``), ``RLIMIT_FSIZE`` (``max_file_bytes``), ``RLIMIT_CORE`` 0 and 1024 open
-  files; for the uid ``RLIMIT_NPROC`` (``max_processes``: processes and threads). While it runs,
-  the sandbox is sampled every ``SAMPLE_INTERVAL_S``: reaching ``max_processes`` processes (a fork
-  bomb) or more than ``memory_bytes`` of resident anonymous memory in total kills it. More than
+  files; for the uid ``RLIMIT_NPROC`` (``max_processes``: processes and threads); the task dir's
+  size (``disk_bytes``: writes beyond fail with ENOSPC). While it runs, the sandbox is sampled
+  every ``SAMPLE_INTERVAL_S``: reaching ``max_processes`` processes and threads (every further
+  fork fails: a fork bomb, whether of processes or of threaded processes), more than
+  ``memory_bytes`` of resident anonymous memory in total, or more than ``max_files`` files and
+  directories in the task dir, ``/tmp`` and ``/dev/shm`` kills it. More than
   ``max_output_bytes`` of output kills it too (the output keeps the first ``max_output_bytes``),
   and so does the wall-clock timeout. Killing means SIGKILL to the PID namespace's init, which the
   kernel turns into SIGKILL for every process in the namespace: nothing survives, whether it
@@ -47,8 +59,12 @@ What it does not protect against
   in the interpreter's venv and base installation. If a task is "a real package with an injected
   bug" and the pristine package is installed in that venv, the command can read the original:
   give such tasks an interpreter whose environment does not hold it (``SandboxConfig.python``).
-- Disk space: ``RLIMIT_FSIZE`` bounds each file, not how many files a command writes into the
-  task dir. Without cgroups there is no quota; size task dirs' filesystems accordingly.
+- RAM held by the tmpfs mounts: up to ``disk_bytes + 2 * tmp_bytes`` per running sandbox, not
+  counted in ``memory_bytes``, and the kernel's memory for the inodes of up to ``max_files``
+  files (more between two samples: a burst of file creation overshoots until the kill). The copy
+  in and out costs time in proportion to the task dir (a few milliseconds for a small one).
+- The host's disk beyond one task dir: the copy back bounds what a run leaves in the workdir
+  (``max_files`` entries, ``disk_bytes`` bytes), but not how many task dirs a runner keeps.
 - Exact memory accounting: the total is sampled (about 10 times a second) from resident
   anonymous memory, so a burst between samples can reach ``max_processes * memory_bytes`` of
   address space before the kill; pages shared after ``fork`` count once per process.
@@ -56,12 +72,14 @@ What it does not protect against
   wall-clock timeout. Without cgroups there is no CPU share either.
 - Which limit ended a command is partly inferred: an exit status above 128 means a signal (shell
   convention, as bwrap reports it), so ``exit 152`` reads as SIGXCPU; a failed allocation under
-  ``RLIMIT_AS`` is recognised from the output (``MemoryError``, ``Cannot allocate memory``, ...).
+  ``RLIMIT_AS`` is recognised from the output (``MemoryError``, ``Cannot allocate memory``, ...);
+  a full task dir from its tmpfs having been found full (sampled, and at the end) or "No space
+  left on device" in the output.
 - Other architectures than x86-64 get no seccomp filter (namespaces and limits still apply).
 - What the command leaves in the task dir: after a run it is untrusted input. It may hold
-  symlinks to host paths (harmless inside, followed by a host process that reads them), FIFOs
-  or huge trees; read it with ``O_NOFOLLOW`` or inside the sandbox. (Hard links to host files
-  are impossible: the task dir is a separate mount, so ``link`` fails with EXDEV.)
+  symlinks to host paths (harmless inside, followed by a host process that reads them); read it
+  with ``O_NOFOLLOW`` or inside the sandbox. (No FIFOs, sockets or devices: they are not copied
+  back. Hard links to host files are impossible: the task dir is a separate mount.)
 - ``LocalExecutor`` protects against nothing but runaway time, output, memory and file sizes.
 
 Opting out
@@ -74,6 +92,7 @@ a warning in the log: the policy's commands then run with the runner's full priv
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import math
@@ -94,7 +113,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import structlog
 
@@ -130,6 +149,7 @@ _LIMIT_MESSAGES = (  # (pattern, limit) for a command that reports a limit it hi
     ),
     (re.compile(rb"can't start new thread|BlockingIOError: \[Errno 11\]"), "proc"),
     (re.compile(rb"File too large"), "fsize"),
+    (re.compile(rb"No space left on device"), "disk"),
 )
 _MiB = 1024 * 1024
 
@@ -165,7 +185,8 @@ class SandboxConfig:
 
     max_processes: int = 64
     """Processes and threads the command may have at once (``RLIMIT_NPROC`` of its uid);
-    reaching it with processes is treated as a fork bomb and kills the sandbox."""
+    reaching it (sampled, processes and threads together) is treated as a fork bomb and kills
+    the sandbox."""
 
     max_output_bytes: int = 1 * _MiB
     """Bytes of stdout and stderr kept; more kills the command and sets ``truncated``."""
@@ -191,6 +212,15 @@ class SandboxConfig:
     """When run as root: the uids sandboxes run as, one per concurrent sandbox (uids that name an
     account in the passwd database are skipped). Its length bounds concurrent sandboxes."""
 
+    disk_bytes: int = 128 * _MiB
+    """Room in the task directory: inside the sandbox it is a tmpfs of this size (held in RAM),
+    filled from the host's task dir before the command and copied back after it. A write beyond
+    fails (ENOSPC) and is reported as ``disk limit``."""
+
+    max_files: int = 20_000
+    """Files and directories the task dir, ``/tmp`` and ``/dev/shm`` may hold together (sampled;
+    more kills the sandbox as ``disk_limit``), and the most entries copied back to the host."""
+
     def __post_init__(self) -> None:
         for name in (
             "cpu_seconds",
@@ -199,6 +229,8 @@ class SandboxConfig:
             "max_output_bytes",
             "max_file_bytes",
             "tmp_bytes",
+            "disk_bytes",
+            "max_files",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
@@ -237,12 +269,13 @@ class ExecResult:
 
     killed_by: str | None
     """What ended it, when not a normal exit: a limit the executor enforced (``wall_timeout``,
-    ``output_limit``, ``process_limit``, ``memory_limit``), a kernel limit (``cpu_limit`` for
-    SIGXCPU, ``file_size_limit`` for SIGXFSZ) or the name of the signal (``SIGSEGV``, ...)."""
+    ``output_limit``, ``process_limit``, ``memory_limit``, ``disk_limit``), a kernel limit
+    (``cpu_limit`` for SIGXCPU, ``file_size_limit`` for SIGXFSZ) or the name of the signal
+    (``SIGSEGV``, ...)."""
 
     blocked_reason: str | None
     """One sentence when a sandbox limit contained the command (fork bomb, memory, CPU, timeout,
-    output flood, file size), else ``None``."""
+    output flood, file size, disk quota), else ``None``."""
 
     duration_s: float
     """Wall-clock seconds from start to the end of the last process."""
@@ -259,6 +292,17 @@ class Executor(Protocol):
 # -- running and watching one process tree --------------------------------------------------------
 
 
+class _Usage(NamedTuple):
+    """One sample of a running sandbox."""
+
+    tasks: int
+    """Processes and threads (what ``RLIMIT_NPROC`` counts), but the namespace's init."""
+    anon_bytes: int
+    """Their resident anonymous memory."""
+    files: int
+    """Files and directories in its tmpfs mounts (the task dir, ``/tmp``, ``/dev/shm``)."""
+
+
 @dataclass(slots=True)
 class _Watch:
     """What ``_supervise`` needs to know about one running tree."""
@@ -267,8 +311,8 @@ class _Watch:
     out_fd: int
     kill: Callable[[], None]
     """SIGKILL for the whole tree."""
-    sample: Callable[[], tuple[int, int] | None] | None = None
-    """(processes, resident anonymous bytes) of the tree now, or None when it cannot tell."""
+    sample: Callable[[], _Usage | None] | None = None
+    """The tree's usage now, or None when it cannot tell."""
 
 
 def _supervise(watch: _Watch, config: SandboxConfig, start: float) -> ExecResult:
@@ -374,7 +418,8 @@ def _readable(fds: list[int], timeout_s: float) -> set[int]:
 
 def _limit_in_output(out: bytes, exit_code: int, config: SandboxConfig) -> str | None:
     """A blocked reason read from the output, for limits that make a call fail rather than kill:
-    ``RLIMIT_AS`` (only when the command failed), ``RLIMIT_NPROC`` and ``RLIMIT_FSIZE``."""
+    ``RLIMIT_AS`` (only when the command failed), ``RLIMIT_NPROC``, ``RLIMIT_FSIZE`` and a full
+    tmpfs."""
     for pattern, limit in _LIMIT_MESSAGES:
         if (limit != "mem" or exit_code != 0) and pattern.search(out):
             return {
@@ -383,26 +428,32 @@ def _limit_in_output(out: bytes, exit_code: int, config: SandboxConfig) -> str |
                 "proc": f"process limit: a fork or thread failed (max_processes="
                 f"{config.max_processes} processes and threads)",
                 "fsize": f"file size limit: a write failed (max_file_bytes={config.max_file_bytes})",
+                "disk": f"disk limit: a write failed for want of space (disk_bytes="
+                f"{config.disk_bytes} for the task dir, tmp_bytes={config.tmp_bytes} for /tmp)",
             }[limit]
     return None
 
 
-def _over_limits(
-    usage: tuple[int, int] | None, config: SandboxConfig
-) -> tuple[str | None, str | None]:
-    """(killed_by, blocked_reason) when a sample of the tree is over a limit, else (None, None)."""
+def _over_limits(usage: _Usage | None, config: SandboxConfig) -> tuple[str | None, str | None]:
+    """(killed_by, blocked_reason) when a sample of the tree is over a limit, else (None, None).
+    Reaching ``max_processes`` tasks means every further fork or thread fails: a fork bomb, or a
+    program that cannot go on, so it ends the sandbox."""
     if usage is None:
         return None, None
-    processes, anon = usage
-    if processes >= config.max_processes:
+    if usage.tasks >= config.max_processes:
         return "process_limit", (
-            f"process limit: {processes} processes reached max_processes={config.max_processes} "
-            "(a fork bomb?); the sandbox was killed"
+            f"process limit: {usage.tasks} processes and threads reached max_processes="
+            f"{config.max_processes} (a fork bomb?); the sandbox was killed"
         )
-    if anon > config.memory_bytes:
+    if usage.anon_bytes > config.memory_bytes:
         return "memory_limit", (
-            f"memory limit: its processes held {anon // _MiB} MiB, more than memory_bytes "
-            f"({config.memory_bytes // _MiB} MiB); the sandbox was killed"
+            f"memory limit: its processes held {usage.anon_bytes // _MiB} MiB, more than "
+            f"memory_bytes ({config.memory_bytes // _MiB} MiB); the sandbox was killed"
+        )
+    if usage.files > config.max_files:
+        return "disk_limit", (
+            f"disk limit: {usage.files} files and directories, more than max_files="
+            f"{config.max_files} (in the task dir, /tmp and /dev/shm); the sandbox was killed"
         )
     return None, None
 
@@ -657,31 +708,128 @@ def _uid_slot(uids: range) -> Iterator[int]:
     raise SandboxError(f"all {len(uids)} sandbox uids are in use: raise SandboxConfig.uids.")
 
 
-def _chown_tree(root: Path, uid: int, gid: int, *, only_uid: int | None = None) -> None:
-    """chown ``root`` and everything under it to ``uid:gid``; with ``only_uid``, only what that
-    uid owns. Works relative to directory fds and never follows a symlink, so a tree with hostile
-    links cannot redirect it; strips setuid/setgid bits from regular files."""
+@dataclass(slots=True)
+class _Budget:
+    """What a tree copy may still create: entries, and bytes of regular files."""
 
-    def fix(name: str, dir_fd: int | None) -> None:
+    entries: int
+    bytes: int
+    dropped: int = 0
+    """Entries left out because the budget was spent or the tree was too deep."""
+
+    def take(self, size: int) -> bool:
+        if self.entries <= 0 or size > self.bytes:
+            self.dropped += 1
+            return False
+        self.entries -= 1
+        self.bytes -= size
+        return True
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_DEPTH = 64
+
+
+def _copy_tree(
+    src: int, dst: int, owner: tuple[int, int] | None, budget: _Budget, depth: int = 0
+) -> None:
+    """Copy the directory open as ``src`` into the empty directory open as ``dst``: directories,
+    regular files (contents, permissions without setuid/setgid/sticky bits, times) and symlinks
+    (as links: never followed); FIFOs, sockets and devices are left out. Works relative to
+    directory fds, so nothing in the tree can redirect it. ``owner``: chown what it creates to
+    it. Entries beyond ``budget`` or deeper than ``_MAX_DEPTH`` are left out and counted in
+    ``budget.dropped``. Raises ``OSError`` when writing fails (ENOSPC, ...)."""
+    with os.scandir(src) as entries:
+        for entry in entries:
+            st = entry.stat(follow_symlinks=False)
+            kind = stat.S_IFMT(st.st_mode)
+            if kind not in (stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK):
+                continue
+            if kind == stat.S_IFDIR and depth >= _MAX_DEPTH:
+                budget.dropped += 1
+                continue
+            if not budget.take(st.st_size if kind == stat.S_IFREG else 0):
+                continue
+            if kind == stat.S_IFLNK:
+                os.symlink(os.readlink(entry.name, dir_fd=src), entry.name, dir_fd=dst)
+                if owner is not None:
+                    os.chown(entry.name, *owner, dir_fd=dst, follow_symlinks=False)
+            else:
+                _copy_node(entry.name, st, src, dst, owner, budget, depth)
+
+
+def _copy_node(
+    name: str,
+    st: os.stat_result,
+    src: int,
+    dst: int,
+    owner: tuple[int, int] | None,
+    budget: _Budget,
+    depth: int,
+) -> None:
+    """One directory (and what it holds) or regular file of ``_copy_tree``."""
+    is_dir = stat.S_ISDIR(st.st_mode)
+    mode = stat.S_IMODE(st.st_mode) & 0o777 | (0o700 if is_dir else 0)
+    _let_owner_read(name, src, st.st_mode)
+    if is_dir:
+        os.mkdir(name, 0o700, dir_fd=dst)
+        from_fd = os.open(name, _DIR_FLAGS, dir_fd=src)
+        to_flags = _DIR_FLAGS
+    else:
+        from_fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src
+        )
+        to_flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        to_fd = os.open(name, to_flags, 0o600, dir_fd=dst)
         try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return
-        if only_uid is not None and st.st_uid != only_uid:
-            return
-        os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
-        if stat.S_ISREG(st.st_mode) and st.st_mode & (stat.S_ISUID | stat.S_ISGID):
-            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            fd = os.open(name, flags, dir_fd=dir_fd)
-            try:
-                os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
-            finally:
-                os.close(fd)
+            if is_dir:
+                _copy_tree(from_fd, to_fd, owner, budget, depth + 1)
+            else:
+                _copy_bytes(from_fd, to_fd, st.st_size)
+            if owner is not None:
+                os.fchown(to_fd, *owner)
+            os.fchmod(to_fd, mode)
+            os.utime(to_fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(to_fd)
+    finally:
+        os.close(from_fd)
 
-    fix(str(root), None)
-    for _, dirnames, filenames, dir_fd in os.fwalk(root):
-        for name in dirnames + filenames:
-            fix(name, dir_fd)
+
+def _let_owner_read(name: str, dir_fd: int, mode: int) -> None:
+    """A caller that is not root reads what it owns only with the owner's permission bits: give
+    back the read (and, for a directory, write and search) permission a command took away from
+    its own file (``name`` in ``dir_fd``, or the directory ``dir_fd`` itself when ``name`` is
+    empty). Nothing else changes the tree meanwhile: the sandbox has not started or has ended."""
+    needed = 0o700 if stat.S_ISDIR(mode) else 0o400
+    if os.geteuid() == 0 or mode & needed == needed:
+        return
+    if name:
+        os.chmod(name, stat.S_IMODE(mode) | needed, dir_fd=dir_fd)
+    else:
+        os.fchmod(dir_fd, stat.S_IMODE(mode) | needed)
+
+
+def _copy_bytes(src: int, dst: int, size: int) -> None:
+    """The first ``size`` bytes of ``src`` into ``dst``, in the kernel."""
+    copied = 0
+    while copied < size:
+        sent = os.sendfile(dst, src, copied, min(size - copied, 16 * _MiB))
+        if sent == 0:
+            break
+        copied += sent
+
+
+def _clear_dir(fd: int) -> None:
+    """Remove everything in the directory open as ``fd`` (symlinks removed, never followed)."""
+    with os.scandir(fd) as entries:
+        found = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+    for name, is_dir in found:
+        if is_dir:
+            shutil.rmtree(name, dir_fd=fd)
+        else:
+            os.unlink(name, dir_fd=fd)
 
 
 def _static_mounts(ro_paths: list[Path], tmp_bytes: int) -> tuple[list[str], frozenset[Path]]:
@@ -766,9 +914,11 @@ class Sandbox:
 
     def run(self, argv: list[str], workdir: Path, *, stdin: str = "") -> ExecResult:
         """Run ``argv`` (``argv[0]`` looked up on the sandbox's ``PATH``) in ``workdir`` inside
-        the sandbox and wait for it. A command that cannot be found exits 127 with setpriv's or
-        prlimit's message in the output. Raises ``SandboxError`` for a missing ``workdir`` or one
-        that overlaps a read-only path, ``SandboxUnavailable`` when bwrap fails."""
+        the sandbox and wait for it; ``workdir`` then holds what the command left in the task
+        dir (within the quota). A command that cannot be found exits 127 with setpriv's or
+        prlimit's message in the output. Raises ``SandboxError`` for a missing ``workdir``, one
+        that overlaps a read-only path or does not fit ``disk_bytes``/``max_files``, or when the
+        task dir cannot be copied back; ``SandboxUnavailable`` when bwrap fails."""
         if not argv:
             raise ValueError("argv must name a command.")
         cwd = _check_workdir(workdir)
@@ -778,13 +928,8 @@ class Sandbox:
                 raise SandboxError(f"the task directory {cwd} overlaps the read-only {path}.")
         if not self._as_root:
             return self._run(argv, cwd, stdin, uid=None)
-        owner = cwd.stat()
         with _uid_slot(self.config.uids) as uid:
-            try:
-                _chown_tree(cwd, uid, uid)
-                return self._run(argv, cwd, stdin, uid=uid)
-            finally:
-                _chown_tree(cwd, owner.st_uid, owner.st_gid, only_uid=uid)
+            return self._run(argv, cwd, stdin, uid=uid)
 
     def _command(
         self, argv: list[str], cwd: Path, uid: int | None, fds: Mapping[str, int]
@@ -796,12 +941,12 @@ class Sandbox:
         if uid is None:
             cmd += ["--unshare-user", "--disable-userns"]
         cmd += self._mounts
-        cmd += [*_dirs_for(cwd, self._made), "--bind", str(cwd), str(cwd)]
-        cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
+        cmd += [*_dirs_for(cwd, self._made), "--perms", "0700", "--size", str(cfg.disk_bytes)]
+        cmd += ["--tmpfs", str(cwd), "--remount-ro", "/dev", "--remount-ro", "/"]
         cmd += ["--chdir", str(cwd), "--clearenv"]
         for key, value in _base_env(cfg.python, "/tmp").items():
             cmd += ["--setenv", key, value]
-        cmd += ["--info-fd", str(fds["info"])]
+        cmd += ["--info-fd", str(fds["info"]), "--block-fd", str(fds["block"])]
         if "seccomp" in fds:
             cmd += ["--seccomp", str(fds["seccomp"])]
         cmd += ["--", "prlimit", f"--cpu={cfg.cpu_seconds}:{cfg.cpu_seconds + 1}"]
@@ -817,8 +962,9 @@ class Sandbox:
     def _run(self, argv: list[str], cwd: Path, stdin: str, uid: int | None) -> ExecResult:
         out_r, out_w = os.pipe()
         info_r, info_w = os.pipe()
-        open_fds = [out_r, out_w, info_r, info_w]
-        fds = {"info": info_w}
+        block_r, block_w = os.pipe()
+        open_fds = [out_r, out_w, info_r, info_w, block_r, block_w]
+        fds = {"info": info_w, "block": block_r}
         try:
             if self._seccomp is not None:
                 bpf_r, bpf_w = os.pipe()
@@ -844,24 +990,151 @@ class Sandbox:
             for fd in [out_w, *fds.values()]:  # the child holds its own copies
                 os.close(fd)
                 open_fds.remove(fd)
-            started, init = _read_info(info_r, proc, start + self.config.wall_timeout_s)
-            if not started:  # bwrap failed before the command started: its message is the output
-                result = _supervise(_Watch(proc, out_r, proc.kill), self.config, start)
-                raise SandboxUnavailable(
-                    f"bwrap could not set up the sandbox (exit {result.exit_code}): "
-                    f"{result.output.strip()} (see docs/sandbox.md)"
-                )
-            if init is None:  # already over; killing bwrap would still end it (--die-with-parent)
-                return _supervise(_Watch(proc, out_r, proc.kill), self.config, start)
             try:
-                watch = _Watch(proc, out_r, _killer(init, proc), _sampler(init.pid))
-                return _supervise(watch, self.config, start)
-            finally:
-                _await_end(init)  # bwrap may exit first: the task dir is touched only after this
-                os.close(init.fd)
+                return self._set_up_and_run(proc, out_r, info_r, block_w, cwd, uid, start)
+            except BaseException:
+                proc.kill()  # the sandbox has ended or never started: reap bwrap
+                proc.wait()
+                raise
         finally:
             for fd in open_fds:
                 os.close(fd)
+
+    def _set_up_and_run(
+        self,
+        proc: subprocess.Popen[bytes],
+        out_fd: int,
+        info_fd: int,
+        block_fd: int,
+        cwd: Path,
+        uid: int | None,
+        start: float,
+    ) -> ExecResult:
+        """Wait for bwrap to set the sandbox up (it then waits on ``--block-fd``), then run the
+        command in it. Raises ``SandboxUnavailable`` when bwrap fails."""
+        deadline = start + self.config.wall_timeout_s
+        started, init = _read_info(info_fd, proc, deadline)
+        mounts = None
+        if init is not None:
+            try:
+                mounts = _await_mounts(init, [str(cwd), "/tmp", "/dev/shm"], cwd, deadline)
+            finally:
+                if mounts is None:  # bwrap failed or hung setting up: end what there is
+                    _kill_init(init)
+                    _await_end(init)
+                    os.close(init.fd)
+        if init is None or mounts is None:  # bwrap's message is the output
+            # bwrap has failed, or its init could not be verified: end it, which ends the init
+            # (--die-with-parent). Not proc.kill(): it reaps, and _supervise needs a pidfd.
+            os.kill(proc.pid, signal.SIGKILL)
+            result = _supervise(_Watch(proc, out_fd, proc.kill), self.config, start)
+            raise SandboxUnavailable(
+                f"bwrap failed {'while' if started else 'before'} setting up the sandbox (exit "
+                f"{result.exit_code}): {result.output.strip()} (see docs/sandbox.md)"
+            )
+        return self._run_in(proc, init, mounts, out_fd, block_fd, cwd, uid, start)
+
+    def _run_in(
+        self,
+        proc: subprocess.Popen[bytes],
+        init: _Init,
+        mounts: dict[str, int],
+        out_fd: int,
+        block_fd: int,
+        cwd: Path,
+        uid: int | None,
+        start: float,
+    ) -> ExecResult:
+        """Fill the sandbox's task dir, let the command start, watch it, and copy the task dir
+        back once every process of the sandbox is gone."""
+        cfg = self.config
+        opened: list[int] = []  # the task dir's tmpfs first, then /tmp's and /dev/shm's
+        try:
+            try:
+                host = cwd.stat()
+                for path, dev in mounts.items():
+                    opened.append(_open_mount(init, path, dev))
+                _copy_in(cwd, host, opened[0], uid, cfg)
+                sampler = _Sampler(init.pid, opened)  # its baseline: before the command runs
+                os.write(block_fd, b"x")  # bwrap goes on: seccomp, then the command
+                result = _supervise(_Watch(proc, out_fd, _killer(init, proc), sampler), cfg, start)
+            except BaseException:
+                _kill_init(init)
+                raise
+            finally:
+                _await_end(init)  # then no process of the sandbox is left to write
+                os.close(init.fd)
+            owner = None if uid is None else (host.st_uid, host.st_gid)
+            dropped = _copy_out(opened[0], cwd, owner, cfg)
+            full = sampler.quota_full or os.fstatvfs(opened[0]).f_bavail == 0
+        finally:
+            for fd in opened:
+                os.close(fd)
+        return _with_disk_verdict(result, cfg, full=full, dropped=dropped)
+
+
+def _copy_in(
+    cwd: Path, host: os.stat_result, task_fd: int, uid: int | None, config: SandboxConfig
+) -> None:
+    """Fill the sandbox's task dir (``task_fd``, its tmpfs) from the host's, owned by ``uid``
+    (root mode). Raises ``SandboxError`` when it does not fit the quota."""
+    room = _Budget(config.max_files, config.disk_bytes)
+    quota = (
+        f"the task directory {cwd} does not fit the sandbox's quota (disk_bytes="
+        f"{config.disk_bytes}, max_files={config.max_files}, {_MAX_DEPTH} levels)"
+    )
+    host_fd = os.open(cwd, _DIR_FLAGS)
+    try:
+        _copy_tree(host_fd, task_fd, None if uid is None else (uid, uid), room)
+    except OSError as exc:
+        raise SandboxError(f"{quota}: {exc.strerror}.") from exc
+    finally:
+        os.close(host_fd)
+    if room.dropped:
+        raise SandboxError(f"{quota}.")
+    if uid is not None:
+        os.fchown(task_fd, uid, uid)
+    os.fchmod(task_fd, stat.S_IMODE(host.st_mode) & 0o777 | 0o700)
+
+
+def _copy_out(task_fd: int, cwd: Path, owner: tuple[int, int] | None, config: SandboxConfig) -> int:
+    """Replace the host's task dir with the sandbox's (``task_fd``, once the sandbox has
+    ended), owned by ``owner`` (root mode). Returns how many entries were left out (over the
+    quota: hard links and sparse files count in full). Raises ``SandboxError`` when the host
+    refuses a write."""
+    kept = _Budget(config.max_files, config.disk_bytes)
+    host_fd = os.open(cwd, _DIR_FLAGS)
+    try:
+        _let_owner_read("", task_fd, os.fstat(task_fd).st_mode)
+        _clear_dir(host_fd)
+        _copy_tree(task_fd, host_fd, owner, kept)
+    except OSError as exc:
+        raise SandboxError(f"could not copy the task directory back to {cwd}: {exc}") from exc
+    finally:
+        os.close(host_fd)
+    return kept.dropped
+
+
+def _with_disk_verdict(
+    result: ExecResult, config: SandboxConfig, *, full: bool, dropped: int
+) -> ExecResult:
+    """``result``, with a blocked reason when the task dir's quota was full at some point or
+    not all of it was copied back (hard links or sparse files over the quota, too deep a tree),
+    unless a limit already explains the end."""
+    if result.blocked_reason is not None or not (full or dropped):
+        return result
+    if full:
+        reason = (
+            f"disk limit: the task directory was full (disk_bytes={config.disk_bytes}); "
+            "writes beyond failed with ENOSPC"
+        )
+    else:
+        reason = (
+            f"disk limit: {dropped} entries of the task directory were not copied back "
+            f"(max_files={config.max_files}, disk_bytes={config.disk_bytes}, "
+            f"{_MAX_DEPTH} levels deep)"
+        )
+    return dataclasses.replace(result, blocked_reason=reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -878,8 +1151,9 @@ def _read_info(
     """Read bwrap's ``--info-fd`` JSON, written once the namespaces exist: (started, init).
 
     ``started`` is False when bwrap failed before that. ``init`` is None when the namespace's
-    init is already gone (a command that ended at once) or cannot be verified to be it: its pid
-    namespace must be the one bwrap reported, so a recycled pid is never signalled."""
+    init is already gone (bwrap failed setting it up: the command waits on ``--block-fd``) or
+    cannot be verified to be it: its pid namespace must be the one bwrap reported, so a recycled
+    pid is never signalled."""
     data = b""
     while time.monotonic() < deadline:
         ready = _readable([info_fd], deadline - time.monotonic())
@@ -908,6 +1182,80 @@ def _read_info(
     return True, _Init(pid, fd)
 
 
+def _kill_init(init: _Init) -> None:
+    """SIGKILL for the namespace's init, and so for every process of the namespace."""
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(init.fd, signal.SIGKILL)
+
+
+def _await_mounts(
+    init: _Init, paths: list[str], workdir: Path, deadline: float
+) -> dict[str, int] | None:
+    """Wait until bwrap has set up the sandbox: its init's mount table, as seen from its final
+    root, has a tmpfs at each of ``paths`` (the first being the task dir, on a device other than
+    the host's ``workdir``). bwrap then waits on ``--block-fd``, so no command runs yet. Returns
+    each path's device number, or None when the init ended first. The mount table is pollable
+    (POLLPRI after every change), so this waits for events, never a fixed time. Raises
+    ``SandboxError`` at the deadline."""
+    table = f"/proc/{init.pid}/mountinfo"
+    host_dev = workdir.stat().st_dev
+    try:
+        events = os.open(table, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # the init is gone already
+        return None
+    try:
+        poller = select.poll()
+        poller.register(events, select.POLLPRI)
+        poller.register(init.fd, select.POLLIN)
+        while True:
+            try:  # read afresh each time: a reader sees the mounts below the root it opened at
+                with open(table, "rb") as f:
+                    devs = _tmpfs_mounts(f.read(), paths)
+            except OSError:
+                return None
+            if devs is not None and devs[paths[0]] != host_dev:
+                return devs
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SandboxError(
+                    "bwrap did not set the sandbox up within the wall-clock timeout."
+                )
+            ready = poller.poll(math.ceil(remaining * 1000))
+            if any(fd == init.fd for fd, _ in ready):
+                return None
+    finally:
+        os.close(events)
+
+
+def _tmpfs_mounts(mountinfo: bytes, paths: list[str]) -> dict[str, int] | None:
+    """The device number of the tmpfs mounted (last) at each of ``paths`` in a mountinfo table,
+    or None when one of them has none."""
+    escape = {ord("\\"): "\\134", ord(" "): "\\040", ord("\t"): "\\011", ord("\n"): "\\012"}
+    wanted = {os.fsencode(p.translate(escape)): p for p in paths}
+    found: dict[str, int] = {}
+    for line in mountinfo.splitlines():
+        fields, _, after = line.partition(b" - ")
+        parts = fields.split(b" ")
+        if len(parts) < 5 or parts[4] not in wanted:
+            continue
+        path = wanted[parts[4]]
+        found.pop(path, None)
+        if after.split(b" ", 1)[0] == b"tmpfs":
+            major, _, minor = parts[2].partition(b":")
+            found[path] = os.makedev(int(major), int(minor))
+    return {p: found[p] for p in paths} if len(found) == len(paths) else None  # in order
+
+
+def _open_mount(init: _Init, path: str, dev: int) -> int:
+    """A directory fd on the sandbox's mount at ``path`` (through its init's root), checked to be
+    that mount. It stays usable after the sandbox has ended: the tmpfs lives as long as the fd."""
+    fd = os.open(f"/proc/{init.pid}/root{path}", _DIR_FLAGS)
+    if os.fstat(fd).st_dev != dev:
+        os.close(fd)
+        raise SandboxError(f"{path} inside the sandbox is not the tmpfs bwrap mounted there.")
+    return fd
+
+
 def _killer(init: _Init, proc: subprocess.Popen[bytes]) -> Callable[[], None]:
     """SIGKILL for the namespace's init: the kernel then kills every process in it, and bwrap,
     seeing its child die, exits (killing bwrap first would leave the init to the host's pid 1)."""
@@ -932,28 +1280,55 @@ def _await_end(init: _Init) -> None:
     raise SandboxError(f"the sandbox's init (pid {init.pid}) is still alive after SIGKILL.")
 
 
-def _sampler(init_pid: int) -> Callable[[], tuple[int, int] | None]:
-    """Counts the namespace's processes (but its init) and their resident anonymous memory,
-    through the sandbox's own ``/proc`` as seen from the host."""
-    proc_dir = f"/proc/{init_pid}/root/proc"
-    page = os.sysconf("SC_PAGE_SIZE")
+class _Sampler:
+    """Samples one running sandbox through its own ``/proc`` (as seen from the host) and its
+    tmpfs mounts: every process but the namespace's init, with its threads and resident
+    anonymous memory, and the files in the mounts (all of the task dir's, the first of
+    ``mount_fds``; those created in the others since this was made, before the command ran).
+    Remembers whether the task dir's tmpfs was ever found full."""
 
-    def sample() -> tuple[int, int] | None:
+    def __init__(self, init_pid: int, mount_fds: list[int]) -> None:
+        self.proc_dir = f"/proc/{init_pid}/root/proc"
+        self.mount_fds = mount_fds
+        self.baseline = [1] + [_inodes(fd) for fd in mount_fds[1:]]  # 1: the task dir's root
+        self.quota_full = False
+
+    def __call__(self) -> _Usage | None:
         try:
-            pids = [p for p in os.listdir(proc_dir) if p.isdigit() and p != "1"]
+            pids = [p for p in os.listdir(self.proc_dir) if p.isdigit() and p != "1"]
         except OSError:
             return None
-        anon = 0
+        tasks = anon = 0
         for pid in pids:
             try:
-                with open(f"{proc_dir}/{pid}/statm", "rb") as f:
-                    fields = f.read().split()
-                anon += (int(fields[1]) - int(fields[2])) * page
-            except (OSError, IndexError, ValueError):
+                with open(f"{self.proc_dir}/{pid}/status", "rb") as f:
+                    status = f.read()
+            except OSError:
                 continue
-        return len(pids), anon
+            tasks += _status_number(status, b"\nThreads:") or 1
+            anon += _status_number(status, b"\nRssAnon:") * 1024
+        files = sum(_inodes(fd) - n for fd, n in zip(self.mount_fds, self.baseline, strict=True))
+        if os.fstatvfs(self.mount_fds[0]).f_bavail == 0:
+            self.quota_full = True
+        return _Usage(tasks, anon, files)
 
-    return sample
+
+def _inodes(fd: int) -> int:
+    """Inodes in use in the filesystem open as ``fd`` (a tmpfs: its files and directories)."""
+    usage = os.fstatvfs(fd)
+    return usage.f_files - usage.f_ffree
+
+
+def _status_number(status: bytes, key: bytes) -> int:
+    """The number after ``key`` in a ``/proc/<pid>/status`` text (0 when absent: a zombie has no
+    memory lines)."""
+    at = status.find(key)
+    if at < 0:
+        return 0
+    try:
+        return int(status[at + len(key) :].split(None, 1)[0])
+    except (IndexError, ValueError):
+        return 0
 
 
 def policy_executor(
