@@ -41,6 +41,11 @@ class ShellRunnerSettings(RunnerSettings):
     """Address space per sandboxed process, and their resident total, in MiB."""
     max_processes: int = 64
     """Processes and threads a sandboxed command may have at once."""
+    disk_mb: int = 128
+    """Size of the in-memory filesystem a command sees as its task directory, in MiB: what one
+    episode can write (see docs/sandbox.md)."""
+    max_files: int = 20_000
+    """Files and directories a command may create (task directory, /tmp, /dev/shm)."""
     observation_chars: int = 2400
     """Command output kept in an observation."""
     allow_free_text: bool = True
@@ -78,6 +83,8 @@ def executor_for(settings: ShellRunnerSettings) -> Executor:
             memory_bytes=settings.memory_mb << 20,
             max_processes=settings.max_processes,
             wall_timeout_s=settings.command_timeout_s,
+            disk_bytes=settings.disk_mb << 20,
+            max_files=settings.max_files,
         )
     )
 
