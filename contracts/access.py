@@ -122,6 +122,9 @@ class Permissions(msgspec.Struct, frozen=True, kw_only=True):
     subscribe_deny: tuple[str, ...] = ()
     allow_responses: bool = True
     """Whether it may answer the requests it receives (on their reply subject, once each)."""
+    response_window_s: float = 3600.0
+    """How long after a request its answer may still go out. nats-server's default is two
+    minutes; a trainer update may take fifteen (``CampaignSettings.train_timeout_s``)."""
 
 
 def inbox_prefix(user: str) -> str:

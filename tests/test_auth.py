@@ -136,8 +136,13 @@ def test_rendered_config_quotes_everything_and_leaves_the_admin_unrestricted() -
     text = render_config({ADMIN: ('p"w', None), "x": ("secret", perms)})
     assert '{user: "admin", password: "p\\"w"}' in text
     assert '"x", password: "secret", permissions: {publish: {allow: [' in text
-    assert '"_INBOX.x.>"' in text and "allow_responses: true" in text
-    assert text.count("permissions:") == 1
+    assert '"_INBOX.x.>"' in text and 'allow_responses: {max: 1, expires: "3600s"}' in text
+    assert text.count("permissions:") == 1 and "tls {" not in text
+    from aios_rl.stack.tls import TlsFiles
+
+    tls = TlsFiles(Path("/d/ca.pem"), Path("/d/server.pem"), Path("/d/server.key"))
+    with_tls = render_config({ADMIN: ("pw", None)}, tls=tls)
+    assert 'tls {\n  cert_file: "/d/server.pem"\n  key_file: "/d/server.key"\n}' in with_tls
 
 
 def test_credentials_are_generated_once_and_readable_by_their_owner_only(tmp_path: Path) -> None:
@@ -349,7 +354,7 @@ def test_urls_are_logged_without_credentials() -> None:
     assert redacted("nats://127.0.0.1:4222") == "nats://127.0.0.1:4222"
 
 
-async def test_up_insecure_runs_without_users_and_up_secure_refuses_strangers(
+async def test_up_insecure_runs_without_users_up_refuses_strangers_and_up_tls_speaks_tls(
     tmp_path: Path,
 ) -> None:
     import os
@@ -381,6 +386,7 @@ async def test_up_insecure_runs_without_users_and_up_secure_refuses_strangers(
 
     insecure, url = await reward_up("open", "--insecure")
     secure, secure_url = await reward_up("closed")
+    tls, tls_url = await reward_up("tls", "--tls")
     try:
         await reward_answers(url, user="", password="")  # no credentials needed
         assert not (tmp_path / "open" / "auth").exists()
@@ -388,14 +394,24 @@ async def test_up_insecure_runs_without_users_and_up_secure_refuses_strangers(
         with pytest.raises(ConnectError, match="refused a connection without credentials"):
             async with connect(secure_url, name="x", user="", password="", connect_deadline=2):
                 pass
+        # --tls: the reward service reached the server over TLS (it answers the admin, who
+        # trusts the stack's CA); a client that does not trust it gets nowhere.
+        admin = await admin_of(tmp_path / "tls")
+        ca = str(tmp_path / "tls" / "auth" / "tls" / "ca.pem")
+        await reward_answers(tls_url, ca=ca, **admin)
+        with pytest.raises(ConnectError):
+            async with connect(tls_url, name="x", ca="", connect_deadline=2, **admin):
+                pass
     finally:
-        for proc in (insecure, secure):
+        for proc in (insecure, secure, tls):
             proc.send_signal(signal.SIGINT)
         outs = [
-            (await asyncio.wait_for(p.communicate(), 30))[0].decode() for p in (insecure, secure)
+            (await asyncio.wait_for(p.communicate(), 30))[0].decode()
+            for p in (insecure, secure, tls)
         ]
     assert "no authorization (--insecure)" in outs[0]
     assert "users and permissions from" in outs[1]
+    assert "TLS (CA " in outs[2], outs[2]
     import json
 
     kept = [json.loads(f.read_text()) for f in (tmp_path / "closed" / "auth").glob("*.json")]

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import os
+import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import NamedTuple, TypeVar
@@ -272,16 +273,23 @@ async def connect(
     connect_deadline: float = 30.0,
     user: str | None = None,
     password: str | None = None,
+    ca: str | None = None,
 ) -> AsyncIterator[Bus]:
     """Connect (retrying with back-off until ``connect_deadline``), log every disconnect and
     reconnect, reconnect forever once connected, and drain on exit.
 
     ``user`` / ``password`` default to the environment's ``NATS_USER`` / ``NATS_PASSWORD`` (empty
     or unset: none). A user's replies arrive on its own inbox (``contracts.access.inbox_prefix``),
-    which its permissions let only it read. Raises ``ConnectError`` when no server answered in time
+    which its permissions let only it read. ``ca`` (default: the environment's ``NATS_CA``) is a
+    CA file to trust: the connection then speaks TLS. Raises ``ConnectError`` when no server answered in time
     (or refused the credentials until then)."""
     user = (os.environ.get("NATS_USER", "") if user is None else user) or None
     password = (os.environ.get("NATS_PASSWORD", "") if password is None else password) or None
+    ca = (os.environ.get("NATS_CA", "") if ca is None else ca) or None
+    try:
+        tls = ssl.create_default_context(cafile=ca) if ca else None
+    except OSError as exc:  # ssl.SSLError too
+        raise ConnectError(f"cannot use the CA file {ca} to reach NATS: {exc}") from exc
     log = get_logger(nats_url=redacted(url), **({"nats_user": user} if user else {}))
 
     async def on_disconnect() -> None:
@@ -321,6 +329,7 @@ async def connect(
                     if user
                     else {}
                 ),
+                **({"tls": tls} if tls else {}),
             )
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         await nc.close()

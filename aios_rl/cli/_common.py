@@ -107,6 +107,9 @@ def use_credentials(args: argparse.Namespace) -> None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CliError(f"cannot read credentials from {path}: {exc!r}") from None
     os.environ["NATS_USER"], os.environ["NATS_PASSWORD"] = user, password
+    ca = path.parent / "tls" / "ca.pem"  # the stack's CA, when up runs with --tls
+    if ca.is_file() and not os.environ.get("NATS_CA"):
+        os.environ["NATS_CA"] = str(ca.resolve())
 
 
 def insecure_arg(p: argparse.ArgumentParser) -> None:

@@ -23,6 +23,7 @@ from ..stack import SERVICES
 from ..stack.auth import StackAuth, credentials_env, existing, prepare
 from ..stack.natsd import NatsServer, NatsServerError
 from ..stack.supervisor import Replica, Supervisor, parse_scale, plan
+from ..stack.tls import TlsError
 from ._common import CliError, bus_args, port
 
 __all__ = ["add"]
@@ -53,6 +54,12 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     )
     up.add_argument("--only", default="", metavar="NAME,...", help="run only these services")
     up.add_argument(
+        "--tls",
+        action="store_true",
+        help="the embedded NATS speaks TLS only, with a certificate from a local CA kept in "
+        "<data-dir>/auth/tls/ (needs openssl)",
+    )
+    up.add_argument(
         "--insecure",
         action="store_true",
         help="no NATS users or permissions: anyone who reaches the port can do anything "
@@ -76,6 +83,7 @@ async def _running_singletons(
             connect_deadline=5.0,
             user=admin["NATS_USER"],
             password=admin["NATS_PASSWORD"],
+            ca=str(auth.ca) if auth and auth.ca else None,
         ) as bus:
             found = await discover(bus.nc, namespace=namespace, window=0.3)
             wanted = {r.service.name for r in replicas if not r.service.scalable}
@@ -97,8 +105,17 @@ def _run(args: argparse.Namespace) -> int:
     names = Names(args.namespace)
     users = [r.service.name for r in replicas]
     auth: StackAuth | None = None
+    if args.tls and (args.insecure or url):
+        raise CliError("--tls is for the embedded NATS with users: drop --insecure / --nats-url")
     if not args.insecure:
-        auth = existing(args.data_dir, users) if url else prepare(args.data_dir, names, users)
+        try:
+            auth = (
+                existing(args.data_dir, users)
+                if url
+                else prepare(args.data_dir, names, users, tls=args.tls)
+            )
+        except TlsError as exc:
+            raise CliError(str(exc)) from exc
     if not url:
         data = Path(args.data_dir) / "nats"
         server = NatsServer(
@@ -143,6 +160,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     if auth is not None:
         where += f", users and permissions from {auth.config.parent}"
+        where += f", TLS (CA {auth.ca})" if auth.ca else ""
     else:
         where += ", no authorization (--insecure)" if args.insecure else ", no credentials"
     sup.say(f"{where}; starting {', '.join(r.label for r in replicas)}")

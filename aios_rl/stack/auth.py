@@ -19,6 +19,8 @@ from typing import NamedTuple
 from contracts import Names
 from contracts.access import ADMIN, Access, Permissions, access, permissions
 
+from .tls import TlsFiles, ensure_tls
+
 __all__ = [
     "AUTH_DIR",
     "Credentials",
@@ -67,11 +69,20 @@ def _list(items: Iterable[str]) -> str:
 
 
 def render_config(
-    users: Mapping[str, tuple[str, Permissions | None]],
+    users: Mapping[str, tuple[str, Permissions | None]], *, tls: TlsFiles | None = None
 ) -> str:
     """The ``authorization`` block of a nats-server config: user -> (password, permissions);
-    ``None`` permissions: unrestricted (the admin). Pure."""
-    lines = ["authorization {", "  users = ["]
+    ``None`` permissions: unrestricted (the admin). With ``tls``, a ``tls`` block too (every
+    client must then speak TLS). Pure."""
+    lines = []
+    if tls is not None:
+        lines += [
+            "tls {",
+            f"  cert_file: {_quote(str(tls.cert))}",
+            f"  key_file: {_quote(str(tls.key))}",
+            "}",
+        ]
+    lines += ["authorization {", "  users = ["]
     for user, (password, perms) in sorted(users.items()):
         entry = f"    {{user: {_quote(user)}, password: {_quote(password)}"
         if perms is not None:
@@ -81,7 +92,11 @@ def render_config(
                 f"subscribe: {{allow: {_list(perms.subscribe_allow)}"
                 + (f", deny: {_list(perms.subscribe_deny)}" if perms.subscribe_deny else "")
                 + "}"
-                + (", allow_responses: true" if perms.allow_responses else "")
+                + (
+                    f', allow_responses: {{max: 1, expires: "{perms.response_window_s:g}s"}}'
+                    if perms.allow_responses
+                    else ""
+                )
                 + "}"
             )
         lines.append(entry + "}")
@@ -145,6 +160,7 @@ def write_config(
     services: Iterable[str],
     *,
     grants: Mapping[str, Access] | None = None,
+    tls: TlsFiles | None = None,
 ) -> tuple[Path, dict[str, Credentials]]:
     """Write the server config for ``services`` (names of ``grants``, by default every built-in
     declaration of ``contracts.access``) under ``names``, with their credentials and the admin's.
@@ -163,7 +179,7 @@ def write_config(
     for user, grant in grants.items():
         users[user] = (creds[user].password, permissions(names, grant))
     path = Path(data_dir) / AUTH_DIR / CONFIG_NAME
-    _write_private(path, render_config(users))
+    _write_private(path, render_config(users, tls=tls))
     return path, creds
 
 
@@ -174,18 +190,28 @@ class StackAuth(NamedTuple):
     config: Path
     admin: Credentials
     service_env: dict[str, dict[str, str]]
+    ca: Path | None = None
+    """The CA clients must trust when the server speaks TLS."""
 
 
-def prepare(data_dir: str | os.PathLike[str], names: Names, services: Iterable[str]) -> StackAuth:
+def prepare(
+    data_dir: str | os.PathLike[str], names: Names, services: Iterable[str], *, tls: bool = False
+) -> StackAuth:
     """Credentials for ``services`` and the admin under ``data_dir`` (generated the first time)
-    and the server config giving each its permissions under ``names``. Raises ``ValueError`` for
-    a service that declares no access."""
+    and the server config giving each its permissions under ``names``; with ``tls``, certificates
+    too (``stack.tls``) and ``NATS_CA`` in each service's environment. Raises ``ValueError`` for
+    a service that declares no access, ``TlsError`` when the certificates cannot be made."""
     wanted = list(services)
-    config, creds = write_config(data_dir, names, wanted)
+    files = ensure_tls(Path(data_dir) / AUTH_DIR / "tls") if tls else None
+    config, creds = write_config(data_dir, names, wanted, tls=files)
+    ca = files.ca.resolve() if files else None
     return StackAuth(
         config=config,
         admin=creds[ADMIN],
-        service_env={s: credentials_env(creds[s]) for s in wanted},
+        service_env={
+            s: {**credentials_env(creds[s]), **({"NATS_CA": str(ca)} if ca else {})} for s in wanted
+        },
+        ca=ca,
     )
 
 
