@@ -302,9 +302,12 @@ campaign stretches a deadline shorter than three ack waits)."""
 DEFAULT_RUNNER_ACK_WAIT_S = 60.0
 
 
+RUNNER_SUFFIX = "-runner"
+
+
 def runner_name(env: str) -> str:
     """The deployment and durable consumer of ``env``'s runners: ``<env>-runner``."""
-    return f"{_token(env, 'environment')}-runner"
+    return f"{_token(env, 'environment')}{RUNNER_SUFFIX}"
 
 
 def runner_consumer(names: Names, env: str, ack_wait_s: float | None = None) -> ConsumerSpec:

@@ -22,6 +22,7 @@ from aios_rl.envs.orchestrator.tasks import generate
 from aios_rl.envs.runner import RunnerSettings
 from aios_rl.stack import SERVICES
 from aios_rl.stack.auth import (
+    AUTH_DIR,
     Credentials,
     StackAuth,
     credentials_env,
@@ -127,8 +128,11 @@ def test_a_runner_added_later_gets_its_permissions_from_the_same_declaration() -
         in perms.publish_allow
     )
     assert NAMES.episode("completed", "browser") in perms.publish_allow
-    with pytest.raises(KeyError, match="browser-runner"):
-        permissions(NAMES, grant)  # a consumer the topology does not declare
+    # A runner whose consumer the topology does not declare (a user's own environment, ``up
+    # --env``) gets the consumer every runner has; any other undeclared durable is an error.
+    assert permissions(NAMES, grant) == perms
+    with pytest.raises(KeyError, match="mystery"):
+        permissions(NAMES, Access(user="x", consumes=("mystery",)))
 
 
 def test_rendered_config_quotes_everything_and_leaves_the_admin_unrestricted() -> None:
@@ -417,3 +421,77 @@ async def test_up_insecure_runs_without_users_up_refuses_strangers_and_up_tls_sp
     kept = [json.loads(f.read_text()) for f in (tmp_path / "closed" / "auth").glob("*.json")]
     assert len(kept) > 2
     assert not [k["user"] for k in kept if k["password"] in outs[1]]  # no password in the logs
+
+
+async def test_a_runner_of_a_users_own_environment_runs_under_its_own_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``up --env beacon``: the environment (defined in a test module, known to no file under
+    aios_rl/ or services/) gets a runner user, and its runner, connected from its credentials
+    file, pulls its jobs and publishes its episodes, and may do nothing else."""
+    from services.runner.main import provision_runner
+
+    from .test_environments import BEACON, COLOURS, beacon
+
+    names = Names(f"own{uuid.uuid4().hex[:6]}")
+    auth = prepare(tmp_path, names, [s.name for s in SERVICES], environments=["beacon"])
+    creds_file = tmp_path / AUTH_DIR / "beacon-runner.json"
+    assert creds_file.exists() and "beacon-runner" in auth.service_env
+    tasks = [beacon(c) for c in COLOURS]
+    got: dict[str, Episode] = {}
+    done = asyncio.Event()
+
+    async def on_completed(msg, raw) -> None:
+        if isinstance(msg, Episode):
+            got[msg.episode_id] = msg
+            if len(got) == len(tasks):
+                done.set()
+
+    with NatsServer(tmp_path / "nats", config=auth.config) as server:
+        secured = (server, auth)
+        async with _as(secured, ADMIN, names) as admin:
+            await provision(admin)
+            await provision_runner(admin, BEACON)  # what `up --env beacon` does as the admin
+            await registry.task_store(admin, "beacon").put_all(tasks)
+            await admin.subscribe(names.episode("completed", "beacon"), on_completed)
+            monkeypatch.delenv("NATS_USER", raising=False)
+            monkeypatch.setenv("AIOS_CREDENTIALS", str(creds_file))
+            async with (
+                _as(secured, "sampler", names) as sampler_bus,
+                connect(server.url, name="beacon-runner", names=names) as runner_bus,
+            ):
+                from aios_rl.bus import Service
+
+                policy = Service(sampler_bus, name="sampler", version="0.0.1")
+
+                async def act(req: ActRequest) -> ActResponse:
+                    return ActResponse(action=req.candidates[0], action_index=0)
+
+                policy.endpoint("act", names.policy_act(), ActRequest, act)
+                runner_svc, _ = build_runner(
+                    runner_bus,
+                    BEACON,
+                    RunnerSettings(env="beacon", nats_url=server.url, namespace=names.namespace),
+                )
+                runner_svc.fetch_timeout_s = 0.2
+                async with running(policy), running(runner_svc):
+                    for i, t in enumerate(tasks):
+                        job = RolloutJob(
+                            job_id=f"b{i}",
+                            episode_id=f"b{i}",
+                            environment="beacon",
+                            task_id=t.task_id,
+                        )
+                        await admin.publish_durable(
+                            names.rollout_job("beacon"), job, msg_id=f"b{i}"
+                        )
+                    await asyncio.wait_for(done.wait(), 30)
+                # And nothing else: its user may not move pointers.
+                js = runner_bus.nc.jetstream(timeout=1.5)
+                kv = await js.key_value(names.bucket(BUCKET_CHECKPOINTS))
+                with pytest.raises(nats.errors.TimeoutError):
+                    await kv.put(Names.key_pointers(), b'{"active": "evil"}')
+        refused = _violations(server, "beacon-runner").splitlines()
+        assert refused and all("$KV" in line for line in refused), refused  # only the KV put
+    assert {ep.trajectory[0].action for ep in got.values()} == {COLOURS[0]}
+    assert all(len(ep.trajectory) == 2 for ep in got.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import os
 import ssl
 import urllib.parse
@@ -264,6 +265,17 @@ def redacted(url: str) -> str:
     return ",".join(parts)
 
 
+def _credentials_file(path: str) -> tuple[str, str]:
+    """(user, password) from a credentials file of ``aios-rl up`` (``<data-dir>/auth/<user>.json``).
+    Raises ``ConnectError`` for a file that cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        return str(data["user"]), str(data["password"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConnectError(f"cannot read NATS credentials from {path}: {exc}") from exc
+
+
 @contextlib.asynccontextmanager
 async def connect(
     url: str,
@@ -279,10 +291,13 @@ async def connect(
     reconnect, reconnect forever once connected, and drain on exit.
 
     ``user`` / ``password`` default to the environment's ``NATS_USER`` / ``NATS_PASSWORD`` (empty
-    or unset: none). A user's replies arrive on its own inbox (``contracts.access.inbox_prefix``),
+    or unset: none), else to the credentials file ``AIOS_CREDENTIALS`` names (``aios-rl up``
+    writes one per user under ``<data-dir>/auth/``). A user's replies arrive on its own inbox (``contracts.access.inbox_prefix``),
     which its permissions let only it read. ``ca`` (default: the environment's ``NATS_CA``) is a
     CA file to trust: the connection then speaks TLS. Raises ``ConnectError`` when no server answered in time
     (or refused the credentials until then)."""
+    if user is None and not os.environ.get("NATS_USER") and os.environ.get("AIOS_CREDENTIALS"):
+        user, password = _credentials_file(os.environ["AIOS_CREDENTIALS"])
     user = (os.environ.get("NATS_USER", "") if user is None else user) or None
     password = (os.environ.get("NATS_PASSWORD", "") if password is None else password) or None
     ca = (os.environ.get("NATS_CA", "") if ca is None else ca) or None

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import signal
 import sys
 from pathlib import Path
 
-from contracts import Names
+from contracts import Names, Topology
+from contracts.subjects import runner_consumer, runner_name
 
 from ..bus import BusError, ConnectError, connect, discover, provision
 from ..stack import SERVICES
@@ -60,6 +62,17 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "<data-dir>/auth/tls/ (needs openssl)",
     )
     up.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        type=_env_name,
+        metavar="NAME",
+        help="an environment of your own whose runner you start yourself (repeatable): its "
+        "consumer is provisioned and, with users, <data-dir>/auth/NAME-runner.json holds its "
+        "credentials (AIOS_CREDENTIALS=that file python -m services.runner --env NAME "
+        "--env-module YOUR.MODULE)",
+    )
+    up.add_argument(
         "--insecure",
         action="store_true",
         help="no NATS users or permissions: anyone who reaches the port can do anything "
@@ -68,12 +81,37 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     up.set_defaults(run=_run)
 
 
+def _runner_topology(names: Names, environments: list[str]) -> Topology:
+    """The shared runner consumers of environments the stack's topology does not declare."""
+    return Topology(
+        streams=[],
+        consumers=[runner_consumer(names, e) for e in environments],
+        buckets=[],
+        object_stores=[],
+    )
+
+
+def _env_name(text: str) -> str:
+    try:
+        runner_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an environment name (a-z, 0-9, _)")
+    return text
+
+
 async def _running_singletons(
-    url: str, namespace: str, replicas: list[Replica], auth: StackAuth | None
+    url: str,
+    namespace: str,
+    replicas: list[Replica],
+    auth: StackAuth | None,
+    environments: list[str] | None = None,
 ) -> list[str]:
     """The services of ``replicas`` that cannot share their work and already run in the
     namespace (each with its pid): a second ``up`` must not start them twice. Provisions the
-    topology (as the admin) when none runs, so services find it there."""
+    topology (as the admin) when none runs, so services find it there, with the runner
+    consumers of ``environments`` of the user's own."""
     admin = credentials_env(auth.admin if auth else None)
     try:
         async with connect(
@@ -90,6 +128,8 @@ async def _running_singletons(
             running = sorted(f"{v.name} (pid {v.pid})" for v in found if v.name in wanted)
             if not running:
                 await provision(bus)
+                if environments:
+                    await provision(bus, _runner_topology(bus.names, environments))
             return running
     except ConnectError as exc:
         raise CliError(f"no NATS server answers at {url}: {exc}") from exc
@@ -112,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
             auth = (
                 existing(args.data_dir, users)
                 if url
-                else prepare(args.data_dir, names, users, tls=args.tls)
+                else prepare(args.data_dir, names, users, tls=args.tls, environments=args.env)
             )
         except TlsError as exc:
             raise CliError(str(exc)) from exc
@@ -132,7 +172,9 @@ def _run(args: argparse.Namespace) -> int:
             ) from exc
         url = server.url
     try:
-        running = asyncio.run(_running_singletons(url, args.namespace, replicas, auth))
+        running = asyncio.run(
+            _running_singletons(url, args.namespace, replicas, auth, list(args.env))
+        )
     except BaseException:
         if server is not None:
             server.stop()

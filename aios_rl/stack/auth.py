@@ -16,8 +16,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from contracts import Names
+from contracts import ENVIRONMENTS, Names
 from contracts.access import ADMIN, Access, Permissions, access, permissions
+from contracts.subjects import runner_name
 
 from .tls import TlsFiles, ensure_tls
 
@@ -195,15 +196,24 @@ class StackAuth(NamedTuple):
 
 
 def prepare(
-    data_dir: str | os.PathLike[str], names: Names, services: Iterable[str], *, tls: bool = False
+    data_dir: str | os.PathLike[str],
+    names: Names,
+    services: Iterable[str],
+    *,
+    tls: bool = False,
+    environments: Iterable[str] = (),
 ) -> StackAuth:
     """Credentials for ``services`` and the admin under ``data_dir`` (generated the first time)
     and the server config giving each its permissions under ``names``; with ``tls``, certificates
-    too (``stack.tls``) and ``NATS_CA`` in each service's environment. Raises ``ValueError`` for
+    too (``stack.tls``) and ``NATS_CA`` in each service's environment. ``environments`` beyond
+    the built-in ones get a runner user each (``<env>-runner``, with ``runner_access``), for a
+    user's own environment whose runner is started outside the stack. Raises ``ValueError`` for
     a service that declares no access, ``TlsError`` when the certificates cannot be made."""
-    wanted = list(services)
+    extra = tuple(e for e in environments if e not in ENVIRONMENTS)
+    wanted = [*services, *(runner_name(e) for e in extra)]
     files = ensure_tls(Path(data_dir) / AUTH_DIR / "tls") if tls else None
-    config, creds = write_config(data_dir, names, wanted, tls=files)
+    grants = access(names, (*ENVIRONMENTS, *extra))
+    config, creds = write_config(data_dir, names, wanted, grants=grants, tls=files)
     ca = files.ca.resolve() if files else None
     return StackAuth(
         config=config,
