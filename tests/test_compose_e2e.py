@@ -4,9 +4,12 @@ Opt-in (it needs a Docker engine and builds the image): ``AIOS_COMPOSE_E2E=1``.
 
     AIOS_COMPOSE_E2E=1 .venv/bin/python -m pytest -q tests/test_compose_e2e.py
 
-It builds the image (``AIOS_COMPOSE_E2E_BUILD=0`` uses the one already built), starts the stack
-as a compose project of its own with two shell runners, waits until every service answers
-discovery, stores orchestrator and shell tasks, runs a one-epoch campaign over both
+It builds the image (``AIOS_COMPOSE_E2E_BUILD=0`` uses the one already built), generates the
+stack's NATS users into a temporary folder (``aios-rl auth compose``'s code, passed to compose as
+``AIOS_COMPOSE_AUTH``), starts the stack as a compose project of its own with two shell runners
+(the one-shot ``provision`` container creates the topology as the admin first), connects from the
+host as the admin, checks that a service's container holds its own password only and that a
+service's user may not manage streams, waits until every service answers discovery, stores orchestrator and shell tasks, runs a one-epoch campaign over both
 environments and checks that every scheduled episode came out compared, shell ones included (so
 the sandbox ran inside the shell-runner containers), then removes the project with its volume.
 
@@ -30,17 +33,20 @@ from pathlib import Path
 import pytest
 
 from aios_rl.bus import Bus, BusError, connect, discover
+from aios_rl.cli.auth import write_compose
 from aios_rl.envs.orchestrator import generate as generate_orchestrator
 from aios_rl.envs.registry import task_store
 from aios_rl.envs.shell.generate import generate as generate_shell
 from aios_rl.envs.shell.store import ShellTaskStore
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.stack import SERVICES
+from aios_rl.stack.auth import Credentials, load_credentials
 from aios_rl.state.ledger import Ledger
 from contracts import (
     CampaignSpec,
     CampaignStatus,
     Episode,
+    Names,
     StartCampaign,
     StatusCampaign,
     TrainerSettings,
@@ -81,17 +87,24 @@ def free_port() -> int:
 class Project:
     """One compose project: its own name, host port and volume, so it leaves others alone."""
 
-    def __init__(self) -> None:
+    def __init__(self, auth_dir: Path) -> None:
         if not _ok("docker", "info"):
             pytest.fail("AIOS_COMPOSE_E2E=1 but no Docker engine answers `docker info`")
         self.compose = compose_command()
         self.name = f"aiose2e{os.getpid()}"
         self.port = free_port()
+        # Every user's password, the server config and one env file per service (0600).
+        write_compose(auth_dir, Names(""))
+        self.auth_dir = auth_dir
+        admin = load_credentials(auth_dir, "admin")
+        assert admin is not None
+        self.admin: Credentials = admin
         self.env = {
             **os.environ,
             "COMPOSE_PROJECT_NAME": self.name,
             "NATS_HOST_PORT": str(self.port),
             "AIOS_NAMESPACE": "",
+            "AIOS_COMPOSE_AUTH": str(auth_dir),
         }
         if "AIOS_BASE_IMAGE" not in os.environ and _ok("docker", "image", "inspect", LOCAL_BASE):
             self.env["AIOS_BASE_IMAGE"] = LOCAL_BASE
@@ -117,8 +130,8 @@ class Project:
 
 
 @pytest.fixture(scope="module")
-def project() -> Iterator[Project]:
-    p = Project()
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+    p = Project(tmp_path_factory.mktemp("compose-auth"))
     if os.environ.get("AIOS_COMPOSE_E2E_BUILD", "1") != "0":
         p.run("build", "nats", timeout=3600)  # every service shares the one image nats builds
     try:
@@ -154,10 +167,57 @@ async def _status(bus: Bus) -> CampaignStatus | None:
     return None
 
 
+def _check_isolation(p: Project) -> None:
+    """A service's container has its own user and password, nobody else's."""
+    env = p.run("exec", "-T", "trainer", "env", timeout=60)
+    values = dict(line.split("=", 1) for line in env.splitlines() if "=" in line)
+    assert values.get("NATS_USER") == "trainer", values.get("NATS_USER")
+    own = load_credentials(p.auth_dir, "trainer")
+    assert own is not None and values.get("NATS_PASSWORD") == own.password
+    others = [
+        c.user
+        for f in (p.auth_dir / "auth").glob("*.json")
+        if (c := load_credentials(p.auth_dir, f.stem)) is not None and c.user != "trainer"
+    ]
+    for user in others:
+        creds = load_credentials(p.auth_dir, user)
+        assert creds is not None and creds.password not in env, f"trainer sees {user}'s password"
+
+
+async def _check_permissions(p: Project) -> None:
+    """Without credentials the server refuses; a runner's user may not delete a stream."""
+    with pytest.raises(BusError):
+        async with connect(
+            p.url, name="compose-e2e-anon", connect_deadline=3, user="", password=""
+        ):
+            pass
+    runner = load_credentials(p.auth_dir, "shell-runner")
+    assert runner is not None
+    async with connect(
+        p.url,
+        name="compose-e2e-runner",
+        connect_deadline=10,
+        user=runner.user,
+        password=runner.password,
+    ) as bus:
+        with pytest.raises(Exception):  # noqa: B017 - a permissions violation or a timeout
+            await bus.js.delete_stream(bus.names.stream("EPISODES"))
+        # ...and the admin's provisioning left the stream there.
+        await bus.js.stream_info(bus.names.stream("EPISODES"))
+
+
 async def _campaign(p: Project) -> None:
-    async with connect(p.url, name="compose-e2e", connect_deadline=60) as bus:
+    await _check_permissions(p)
+    async with connect(
+        p.url,
+        name="compose-e2e",
+        connect_deadline=60,
+        user=p.admin.user,
+        password=p.admin.password,
+    ) as bus:
         counts = await _wait_for_services(bus, 180)
         assert counts["shell-runner"] == SHELL_RUNNERS, counts
+        _check_isolation(p)
 
         await task_store(bus, "orchestrator").put_all(generate_orchestrator(8))
         shell = await asyncio.to_thread(

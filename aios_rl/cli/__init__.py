@@ -1,5 +1,5 @@
 """The ``aios-rl`` command line: ``up``, ``services``, ``tap``, ``publish``, ``checkpoints``,
-``shell``, ``campaign``, ``demo``.
+``shell``, ``campaign``, ``demo``, ``auth``.
 
 One module per command group: each adds its subparser (``add(subparsers)``) and names the
 function that runs it (``set_defaults(run=...)``), which returns the exit code.
@@ -21,12 +21,12 @@ from .. import __version__
 from ..bus import BusError, configure_logging
 from ..stack.natsd import NatsServerError
 from ..stack.supervisor import PlanError
-from . import campaign, checkpoints, demo, publish, services, shell, tap, up
+from . import auth, campaign, checkpoints, demo, publish, services, shell, tap, up
 from ._common import CliError, use_credentials
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = (up, services, tap, publish, checkpoints, shell, campaign, demo)
+COMMANDS = (up, services, tap, publish, checkpoints, shell, campaign, demo, auth)
 """The command groups, in the order ``aios-rl --help`` lists them."""
 
 
