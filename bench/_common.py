@@ -60,6 +60,7 @@ __all__ = [
     "percentile",
     "print_rows",
     "report",
+    "report_checks",
     "run",
     "stack_with_checkpoint",
     "start_service",
@@ -272,6 +273,54 @@ def report(console: Console, md_path: Path, **results: Any) -> None:
     """:func:`write_results` (same keyword arguments), then say on ``console`` what was written."""
     json_path = write_results(md_path, **results)
     console.print(f"wrote {md_path} and {json_path} ({results['elapsed_s']:.1f} s)")
+
+
+def report_checks(
+    console: Console,
+    md_path: Path,
+    *,
+    title: str,
+    rows: Sequence[tuple[str, object, str]],
+    ok: bool,
+    verdict: str,
+    settings: dict[str, Any],
+    machine: dict[str, Any],
+    elapsed_s: float,
+    results: dict[str, Any],
+    notes: Sequence[str] = (),
+) -> None:
+    """For harnesses that check targets rather than race a baseline (``fuzz``, ``chaos``): the
+    (measurement, result, target) rows as a rich table, then ``md_path`` (markdown, with
+    ``verdict`` or TARGETS MISSED) and the same path with ``.json`` (settings, machine and every
+    result)."""
+    table = Table(title=title)
+    for col in ("measurement", "result", "target"):
+        table.add_column(col)
+    for name, value, target in rows:
+        table.add_row(name, str(value), target)
+    console.print(table)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    md = [
+        f"# {title}",
+        "",
+        f"- date: {now.isoformat()}",
+        f"- command: `{command_line()}`",
+        f"- machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB RAM, "
+        f"{machine['os']}",
+        f"- settings: {', '.join(f'{k}={v}' for k, v in settings.items())}",
+        f"- whole run: {elapsed_s:.1f} s",
+        f"- verdict: {verdict if ok else 'TARGETS MISSED'}",
+        "",
+        "| measurement | result | target |",
+        "|---|---|---|",
+        *(f"| {n.strip()} | {v} | {t} |" for n, v, t in rows),
+        *(["", *notes] if notes else []),
+    ]
+    md_path.parent.mkdir(parents=True, exist_ok=True)
+    md_path.write_text("\n".join(md) + "\n")
+    payload = {"settings": settings, "machine": machine, "elapsed_s": elapsed_s, **results}
+    md_path.with_suffix(".json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    console.print(f"wrote {md_path} ({elapsed_s:.1f} s)")
 
 
 # -- the command line and the run ---------------------------------------------------------------

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import os
 import random
@@ -34,7 +33,6 @@ from pathlib import Path
 
 import _common
 from rich.console import Console
-from rich.table import Table
 
 from aios_rl.bus import Bus, BusError, connect, discover, provision
 from aios_rl.envs.orchestrator import generate
@@ -273,43 +271,24 @@ def main(argv: list[str] | None = None) -> int:
             "-",
         ),
     ]
-    table = Table(title="chaos: random SIGKILLs during a campaign")
-    for col in ("measurement", "result", "target"):
-        table.add_column(col)
-    for name, value, target in rows:
-        table.add_row(name, str(value), target)
-    console.print(table)
     ok = res.state == "finished" and res.lost == 0 and res.duplicated == 0 and bool(res.kills)
-    md = [
-        "# chaos: random SIGKILLs during a campaign",
-        "",
-        f"- date: {dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()}",
-        f"- command: `{_common.command_line()}`",
-        f"- machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB RAM, {machine['os']}",
-        f"- settings: {', '.join(f'{k}={v}' for k, v in asdict(s).items())}",
-        f"- whole run: {elapsed:.1f} s",
-        f"- verdict: {'nothing lost, nothing duplicated, finished' if ok else 'TARGETS MISSED'}",
-        "",
-        "| measurement | result | target |",
-        "|---|---|---|",
-        *(f"| {n} | {v} | {t} |" for n, v, t in rows),
-        "",
-        "Kills: "
-        + "; ".join(
-            f"{k['victim']} at {k['at_s']} s (next compared episode after {k['recovered_in_s']} s)"
-            for k in res.kills
-        ),
-    ]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(md) + "\n")
-    out.with_suffix(".json").write_text(
-        json.dumps(
-            {"settings": asdict(s), "machine": machine, "elapsed_s": elapsed, **asdict(res)},
-            indent=2,
-        )
-        + "\n"
+    kills = "; ".join(
+        f"{k['victim']} at {k['at_s']} s (next compared episode after {k['recovered_in_s']} s)"
+        for k in res.kills
     )
-    console.print(f"wrote {out} ({elapsed:.1f} s)")
+    _common.report_checks(
+        console,
+        out,
+        title="chaos: random SIGKILLs during a campaign",
+        rows=rows,
+        ok=ok,
+        verdict="nothing lost, nothing duplicated, finished",
+        settings=asdict(s),
+        machine=machine,
+        elapsed_s=elapsed,
+        results=asdict(res),
+        notes=[f"Kills: {kills}"],
+    )
     return 0 if ok else 1
 
 

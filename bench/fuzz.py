@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import sys
 import tempfile
@@ -26,7 +25,6 @@ from pathlib import Path
 import _common
 import msgspec
 from rich.console import Console
-from rich.table import Table
 
 from aios_rl.bus import Bus, discover
 from aios_rl.envs.orchestrator import generate
@@ -275,12 +273,6 @@ def main(argv: list[str] | None = None) -> int:
         ("service instances that exited", len(res.exited), "0"),
         ("honest episode afterwards", res.honest_episode, "compared"),
     ]
-    table = Table(title="fuzz: hostile input against the whole stack")
-    for col in ("measurement", "result", "target"):
-        table.add_column(col)
-    for name, value, target in rows:
-        table.add_row(name, str(value), target)
-    console.print(table)
     ok = (
         res.dead_lettered == res.sent
         and not res.no_reply
@@ -288,36 +280,25 @@ def main(argv: list[str] | None = None) -> int:
         and res.honest_episode == "compared"
         and res.huge_reward.startswith("dead-lettered")
     )
-    md = [
-        "# fuzz: hostile input against the whole stack",
-        "",
-        f"- date: {dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()}",
-        f"- command: `{_common.command_line()}`",
-        f"- machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB RAM, {machine['os']}",
-        f"- whole run: {elapsed:.1f} s; payloads per target: {min(s.payloads, len(corpus()))}",
-        f"- verdict: {'every target met' if ok else 'TARGETS MISSED'}",
-        "",
-        "| measurement | result | target |",
-        "|---|---:|---:|",
-        *(f"| {n.strip()} | {v} | {t} |" for n, v, t in rows),
-        "",
-        f"Dead-letter reasons: {json.dumps(res.reasons)}",
-    ]
+    notes = [f"Dead-letter reasons: {json.dumps(res.reasons)}"]
     if res.not_dead_lettered or res.no_reply or res.exited:
-        md += ["", "Misses (first 20):", ""]
-        md += [f"- no dead letter: {m}" for m in res.not_dead_lettered]
-        md += [f"- no reply: {m}" for m in res.no_reply[:20]]
-        md += [f"- exited: {m}" for m in res.exited]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(md) + "\n")
-    out.with_suffix(".json").write_text(
-        json.dumps(
-            {"settings": asdict(s), "machine": machine, "elapsed_s": elapsed, **asdict(res)},
-            indent=2,
-        )
-        + "\n"
+        notes += ["", "Misses (first 20):", ""]
+        notes += [f"- no dead letter: {m}" for m in res.not_dead_lettered]
+        notes += [f"- no reply: {m}" for m in res.no_reply[:20]]
+        notes += [f"- exited: {m}" for m in res.exited]
+    _common.report_checks(
+        console,
+        out,
+        title="fuzz: hostile input against the whole stack",
+        rows=rows,
+        ok=ok,
+        verdict="every target met",
+        settings={**asdict(s), "payloads_used": min(s.payloads, len(corpus()))},
+        machine=machine,
+        elapsed_s=elapsed,
+        results=asdict(res),
+        notes=notes,
     )
-    console.print(f"wrote {out} ({elapsed:.1f} s)")
     return 0 if ok else 1
 
 
