@@ -66,6 +66,10 @@ class TrajectoryStep(msgspec.Struct, frozen=True, kw_only=True):
     hidden: list[float] = []
     """The policy's hidden-state projection at this step, when the job asked for it (RAIL's
     context); empty otherwise."""
+    top1_prob: float = 0.0
+    """The policy's probability of its most likely candidate at this step (0: free text)."""
+    margin: float = 0.0
+    """Its lead over the second most likely candidate (branching reads both)."""
 
 
 class RewardBreakdown(msgspec.Struct, frozen=True, kw_only=True):

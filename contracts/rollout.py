@@ -72,3 +72,7 @@ class ActResponse(Message, frozen=True, kw_only=True):
     value: float | None = None
     checkpoint_id: str = ""
     hidden: list[float] = []
+    top1_prob: float = 0.0
+    """Probability of the most likely candidate under the policy (0 for free text)."""
+    margin: float = 0.0
+    """Its lead over the second most likely (0 for free text)."""

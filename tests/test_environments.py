@@ -179,6 +179,8 @@ class FakePolicy:
             entropy=0.7,
             checkpoint_id=self.checkpoint,
             hidden=[0.25, -1.0] if req.want_hidden else [],
+            top1_prob=0.6,
+            margin=0.25,
         )
 
 
@@ -200,6 +202,7 @@ async def test_loop_asks_the_policy_each_step_pinned_to_the_first_checkpoint() -
     assert [r.seed for r in policy.asked] == [step_seed(5, 0), step_seed(5, 1)]
     assert all(r.regime == regime and r.want_hidden for r in policy.asked)
     assert steps[0].hidden == [0.25, -1.0] and steps[0].entropy == 0.7
+    assert (steps[1].top1_prob, steps[1].margin) == (0.6, 0.25)
     assert steps[0].candidates == list(COLOURS) and steps[1].observation.startswith("you picked")
     assert not any(s.replayed for s in steps)
 
@@ -303,6 +306,7 @@ async def test_a_third_environment_runs_through_the_runner_sampler_and_pipeline(
         assert set(ep.timings.stages) >= {"completed", "taught", "rewarded", "compared"}
         sampled = [s for s in ep.trajectory if not s.replayed]
         assert all(s.hidden for s in sampled), "want_hidden: the sampler's projection is kept"
+        assert all(0 < s.margin <= s.top1_prob <= 1 for s in sampled), "the sampler's confidence"
         assert ep.trajectory[-1].step_reward == ep.env_reward
     assert [s.replayed for s in compared["b5"].trajectory] == [True, False]
     assert compared["b5"].trajectory[0].action == "red"

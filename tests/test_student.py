@@ -279,3 +279,44 @@ def test_extreme_log_ratios_stay_finite() -> None:
     assert torch.isfinite(loss).all() and torch.isfinite(logp.grad).all()
     for est in ("k1", "k2", "k3"):
         assert torch.isfinite(kl_penalty(torch.tensor([0.0]), torch.tensor([-500.0]), est)).all()  # type: ignore[arg-type]
+
+
+def test_confidence_is_the_top_probability_and_its_lead() -> None:
+    from aios_rl.student.base import confidence
+
+    logp = torch.log(torch.tensor([0.2, 0.5, 0.3]))
+    top, margin = confidence(logp)
+    assert top == pytest.approx(0.5) and margin == pytest.approx(0.2)
+    assert confidence(torch.log(torch.tensor([1.0]))) == pytest.approx((1.0, 1.0))
+    assert confidence(torch.empty(0)) == (0.0, 0.0)
+
+
+def test_act_reports_top1_probability_and_margin_of_its_distribution() -> None:
+    model = new_student(seed=3)
+    d = Decision("the light shows red", ("press a", "press b", "press c", "press d"), seed=1)
+    out = model.act([d], Regime())[0]
+    probs = model.evaluate([d], [out.action]).candidate_logprobs[0].exp()
+    ordered = sorted(probs.tolist(), reverse=True)
+    assert out.top1_prob == pytest.approx(ordered[0], abs=1e-5)
+    assert out.margin == pytest.approx(ordered[0] - ordered[1], abs=1e-5)
+    assert 0 < out.margin <= out.top1_prob <= 1
+
+
+def test_temperature_sharpens_or_flattens_what_is_sampled() -> None:
+    """A decoding regime acts on the distribution actions are drawn from: on one fixed
+    checkpoint, temperature 0.1 draws with lower entropy than 1.0, and 1.5 with higher."""
+    model = new_student(seed=4)
+    with torch.no_grad():  # a fixed checkpoint with a peaked policy (an untrained one is flat)
+        for p in model.parameters():
+            p.mul_(4)
+    candidates = tuple(f"action {i}" for i in range(6))
+
+    def drawn_entropy(temperature: float) -> float:
+        decisions = [Decision("a fixed observation", candidates, seed=s) for s in range(600)]
+        outs = model.act(decisions, Regime(temperature=temperature))
+        counts = torch.bincount(torch.tensor([o.action_index for o in outs]), minlength=6)
+        p = counts.float() / counts.sum()
+        return float(-(p[p > 0] * p[p > 0].log()).sum())
+
+    cold, warm, hot = drawn_entropy(0.1), drawn_entropy(1.0), drawn_entropy(1.5)
+    assert cold < warm < hot, (cold, warm, hot)

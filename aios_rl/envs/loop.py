@@ -86,6 +86,8 @@ async def run_steps(
                 entropy=resp.entropy,
                 value=resp.value,
                 hidden=list(resp.hidden),
+                top1_prob=resp.top1_prob,
+                margin=resp.margin,
             )
         await env.step(action)
         steps.append(step)

@@ -17,7 +17,15 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["ActOutput", "Decision", "Evaluation", "Regime", "StudentBackend", "StudentError"]
+__all__ = [
+    "ActOutput",
+    "Decision",
+    "Evaluation",
+    "Regime",
+    "StudentBackend",
+    "StudentError",
+    "confidence",
+]
 
 
 class StudentError(Exception):
@@ -58,6 +66,12 @@ class ActOutput:
     entropy: float
     value: float
     hidden: list[float] = field(default_factory=list)
+    top1_prob: float = 0.0
+    """Probability of the most likely candidate (under the policy, temperature 1); 0 for free
+    text."""
+    margin: float = 0.0
+    """Its lead over the second most likely candidate (the top-1 probability with one
+    candidate); 0 for free text."""
 
 
 @dataclass
@@ -103,6 +117,16 @@ class StudentBackend(Protocol):
     def to_bytes(self) -> bytes:
         """Weights and configuration, deterministic for equal weights."""
         ...
+
+
+def confidence(logp: torch.Tensor) -> tuple[float, float]:
+    """(top-1 probability, margin to the second) of a distribution given by its log-probs
+    over candidates; (0, 0) for none. Pure."""
+    if logp.numel() == 0:
+        return 0.0, 0.0
+    probs = torch.sort(logp.detach().exp(), descending=True).values
+    top = float(probs[0])
+    return top, top - (float(probs[1]) if probs.numel() > 1 else 0.0)
 
 
 def candidate_index(decision: Decision, action: int | str) -> int:

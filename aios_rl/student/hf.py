@@ -30,7 +30,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import ActOutput, Decision, Evaluation, Regime, StudentError, candidate_index
+from .base import (
+    ActOutput,
+    Decision,
+    Evaluation,
+    Regime,
+    StudentError,
+    candidate_index,
+    confidence,
+)
 from .tiny import sample_index
 
 __all__ = ["HFConfig", "HFStudent"]
@@ -462,10 +470,12 @@ class HFStudent(nn.Module):
                 row = r.start + index
                 cand_logp = torch.log_softmax(scores, dim=-1)
                 entropy = float(-(cand_logp.exp() * cand_logp).sum())
+                top1, margin = confidence(cand_logp)
                 action = d.candidates[index]
             else:
                 index, row, action = None, r.start, texts[i]
                 entropy = float(scored.token_entropy[row].sum() / scored.mask[row].sum())
+                top1, margin = 0.0, 0.0
             out.append(
                 ActOutput(
                     action=action,
@@ -474,6 +484,8 @@ class HFStudent(nn.Module):
                     entropy=entropy,
                     value=float(values[i]),
                     hidden=[float(x) for x in summary[i]] if summary is not None else [],
+                    top1_prob=top1,
+                    margin=margin,
                 )
             )
         return out

@@ -16,7 +16,15 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .base import ActOutput, Decision, Evaluation, Regime, StudentError, candidate_index
+from .base import (
+    ActOutput,
+    Decision,
+    Evaluation,
+    Regime,
+    StudentError,
+    candidate_index,
+    confidence,
+)
 from .features import hashed_ngrams
 
 __all__ = ["TinyConfig", "TinyStudent", "sample_index"]
@@ -155,6 +163,7 @@ class TinyStudent(nn.Module):
             entropy = float(
                 -torch.where(probs > 0, probs * row_logp, torch.zeros_like(probs)).sum()
             )
+            top1, margin = confidence(row_logp)
             out.append(
                 ActOutput(
                     action=d.candidates[idx],
@@ -163,6 +172,8 @@ class TinyStudent(nn.Module):
                     entropy=entropy,
                     value=float(values[i]),
                     hidden=[float(x) for x in summary[i]] if summary is not None else [],
+                    top1_prob=top1,
+                    margin=margin,
                 )
             )
         return out

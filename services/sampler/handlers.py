@@ -166,4 +166,6 @@ class Sampler:
             value=out.value,
             checkpoint_id=checkpoint,
             hidden=out.hidden if req.want_hidden else [],
+            top1_prob=out.top1_prob,
+            margin=out.margin,
         )
