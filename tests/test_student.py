@@ -320,3 +320,64 @@ def test_temperature_sharpens_or_flattens_what_is_sampled() -> None:
 
     cold, warm, hot = drawn_entropy(0.1), drawn_entropy(1.0), drawn_entropy(1.5)
     assert cold < warm < hot, (cold, warm, hot)
+
+
+def test_reward_contrast_is_the_groups_population_variance() -> None:
+    from aios_rl.student.losses import reward_contrast
+
+    assert reward_contrast([1.0, 0.0, 0.5, 0.5]) == pytest.approx(0.125)  # mean 0.5
+    assert reward_contrast([0.3, 0.3, 0.3]) == 0.0 and reward_contrast([0.9]) == 0.0
+    # A branch that adds a differing outcome raises the contrast: RAIL's gain is positive.
+    assert reward_contrast([0.0, 0.0, 1.0]) > reward_contrast([0.0, 0.0])
+
+
+def test_a_tree_group_credits_each_episode_only_for_the_steps_it_sampled() -> None:
+    """One task's tree: two base rollouts and a continuation branched from the first after its
+    first step. Advantages are normalised over the whole tree (one group), and the continuation's
+    replayed prefix is not credited again: the shared step counts once, for its parent."""
+    opts = ["left", "right"]
+
+    def step(i: int, action: str, *, replayed: bool = False) -> TrajectoryStep:
+        return TrajectoryStep(
+            index=i,
+            observation=f"state {i}",
+            candidates=opts,
+            action=action,
+            action_index=opts.index(action),
+            logprob=-0.69,
+            replayed=replayed,
+        )
+
+    parent = Episode(
+        episode_id="p",
+        environment="shell",
+        task_id="t",
+        group_id="g",
+        env_reward=1.0,
+        trajectory=[step(0, "left"), step(1, "left"), step(2, "right")],
+    )
+    sibling = Episode(
+        episode_id="s",
+        environment="shell",
+        task_id="t",
+        group_id="g",
+        env_reward=0.0,
+        trajectory=[step(0, "right"), step(1, "right")],
+    )
+    branch = Episode(
+        episode_id="b",
+        environment="shell",
+        task_id="t",
+        group_id="g",
+        env_reward=0.5,
+        trajectory=[step(0, "left", replayed=True), step(1, "right"), step(2, "right")],
+    )
+    batch = build_batch([parent, sibling, branch], config=UpdateConfig(std_normalize=True))
+    # By hand: rewards 1, 0, 0.5 -> mean 0.5, sample std 0.5 -> advantages +1, -1, 0.
+    by_episode = [s.advantage for s in batch.policy]
+    assert len(batch.policy) == 3 + 2 + 2  # the branch's replayed step is not a sample
+    assert by_episode[:3] == pytest.approx([1.0] * 3, abs=1e-5)  # std + eps 1e-6
+    assert by_episode[3:5] == pytest.approx([-1.0] * 2, abs=1e-5)
+    assert by_episode[5:] == pytest.approx([0.0] * 2)
+    shared = [s for s in batch.policy if s.decision.observation == "state 0"]
+    assert len(shared) == 2  # state 0 for the parent and the sibling; never again for the branch
