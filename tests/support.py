@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -92,12 +92,29 @@ async def next_item(queue: asyncio.Queue[T], within: float = 5.0) -> T:
     return await asyncio.wait_for(queue.get(), within)
 
 
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]], *, within: float, every: float = 0.25, what: str = ""
+) -> T:
+    """The first value ``probe()`` returns that is not ``None``, asked every ``every`` seconds;
+    ``TimeoutError`` naming ``what`` after ``within``. For conditions another process makes
+    true (a file it writes, a state it reaches) with no event to wait on: the one poll loop of
+    the tests."""
+    try:
+        async with asyncio.timeout(within):
+            while (value := await probe()) is None:  # noqa: ASYNC110 - no event: another process
+                await asyncio.sleep(every)  # the poll period; the deadline bounds the wait
+    except TimeoutError:
+        raise TimeoutError(f"not within {within} s: {what or probe}") from None
+    return value
+
+
 async def admin_of(data_dir: Path, *, within: float = 30.0) -> dict[str, str]:
     """``connect`` keywords for the admin of the stack ``aios-rl up --data-dir data_dir`` starts
     (its credentials appear before its server does)."""
     from aios_rl.stack.auth import admin_credentials
 
-    async with asyncio.timeout(within):
-        while (creds := admin_credentials(data_dir)) is None:  # noqa: ASYNC110 - another process writes it: no event to wait on
-            await asyncio.sleep(0.05)
+    async def probe():  # type: ignore[no-untyped-def]
+        return admin_credentials(data_dir)
+
+    creds = await eventually(probe, within=within, every=0.05, what="the admin's credentials")
     return {"user": creds.user, "password": creds.password}

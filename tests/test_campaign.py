@@ -47,7 +47,7 @@ from services.sampler.settings import SamplerSettings
 from services.trainer.main import build as build_trainer
 from services.trainer.settings import TrainerServiceSettings
 
-from .support import running
+from .support import eventually, running
 from .toy_runner import build_toy_runner
 
 # -- pure ---------------------------------------------------------------------------------------------
@@ -331,13 +331,15 @@ async def _status(bus: Bus, cid: str) -> CampaignStatus:
 async def _until(bus: Bus, cid: str, states: set[str], timeout: float) -> CampaignStatus:
     """The campaign's status once its state is one of ``states`` (asked every half second:
     events published during an outage may be missed, the status is not)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            with contextlib.suppress(BusError):
-                status = await _status(bus, cid)
-                if status.state in states:
-                    return status
-            await asyncio.sleep(0.5)  # a poll period: the condition is re-checked each round
+
+    async def probe() -> CampaignStatus | None:
+        with contextlib.suppress(BusError):
+            status = await _status(bus, cid)
+            if status.state in states:
+                return status
+        return None
+
+    return await eventually(probe, within=timeout, every=0.5, what=f"{cid} in {states}")
 
 
 @pytest.mark.slow

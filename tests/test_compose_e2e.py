@@ -26,7 +26,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,6 +50,8 @@ from contracts import (
     StatusCampaign,
     TrainerSettings,
 )
+
+from .support import eventually
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("AIOS_COMPOSE_E2E") != "1",
@@ -144,16 +145,15 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
 async def _wait_for_services(bus: Bus, timeout: float) -> dict[str, int]:
     """Instances per service, once every default service answers (two shell runners)."""
     wanted = {s.name for s in SERVICES if s.replicas > 0}
-    deadline = time.monotonic() + timeout
-    counts: dict[str, int] = {}
-    while time.monotonic() < deadline:
-        counts = {}
+
+    async def probe() -> dict[str, int] | None:
+        counts: dict[str, int] = {}
         for view in await discover(bus.nc, namespace="", window=0.5):
             counts[view.name] = counts.get(view.name, 0) + 1
-        if wanted <= set(counts) and counts.get("shell-runner", 0) >= SHELL_RUNNERS:
-            return counts
-        await asyncio.sleep(1)  # a poll period: containers are still starting
-    raise AssertionError(f"services up after {timeout:.0f} s: {counts}; wanted {sorted(wanted)}")
+        up = wanted <= set(counts) and counts.get("shell-runner", 0) >= SHELL_RUNNERS
+        return counts if up else None
+
+    return await eventually(probe, within=timeout, every=1.0, what=f"services {sorted(wanted)}")
 
 
 async def _status(bus: Bus) -> CampaignStatus | None:
@@ -245,19 +245,24 @@ async def _campaign(p: Project) -> None:
             bus.names.campaign_cmd("start"), StartCampaign(spec=spec), CampaignStatus, timeout=30
         )
         assert status.state == "running", status
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
+
+        async def ended() -> CampaignStatus | None:
             status = await _status(bus)
-            if status is not None and status.state in ("finished", "failed", "stopped"):
-                break
-            await asyncio.sleep(2)  # a poll period
-        assert status is not None and status.state == "finished", status
+            ends = ("finished", "failed", "stopped")
+            return status if status is not None and status.state in ends else None
+
+        status = await eventually(ended, within=600, every=2.0, what="the campaign's end")
+        assert status.state == "finished", status
 
         records = await Ledger(bus).records(CAMPAIGN)
         scheduled = sum(r.scheduled for r in records)
         received = sum(r.received for r in records)
         assert scheduled > 0 and received == scheduled, records
-        await asyncio.sleep(1)  # the last compared episodes' messages still in flight
+
+        async def all_seen() -> bool | None:  # the last compared episodes may still be in flight
+            return True if len({ep.episode_id for ep in compared}) >= received else None
+
+        await eventually(all_seen, within=30, what="every compared episode at the test")
         # Reference episodes pass comparison with comparison=None; every rollout gets a result.
         rollouts = [ep for ep in compared if ep.role == "rollout"]
         envs = {str(ep.environment) for ep in rollouts}

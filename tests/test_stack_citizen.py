@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
@@ -36,13 +35,16 @@ def gone(pid: int) -> bool:
 
 
 def wait_gone(pids: list[int], timeout: float) -> list[int]:
-    """The pids still alive after waiting up to ``timeout`` for them to go (polled)."""
-    deadline = time.monotonic() + timeout
-    alive = [p for p in pids if not gone(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.1)  # a poll period: the condition is re-checked each round
-        alive = [p for p in alive if not gone(p)]
-    return alive
+    """The pids still alive after waiting up to ``timeout`` for them to go (psutil waits on
+    their exit; a zombie left to a dead parent counts as gone)."""
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    return [p.pid for p in alive if not gone(p.pid)]
 
 
 # -- pure argument checks ---------------------------------------------------------------------------
@@ -87,14 +89,14 @@ def test_one_server_per_store(tmp_path: Path) -> None:
 def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
-        import subprocess, sys, time
+        import signal, subprocess, sys
         from aios_rl.stack._proc import die_with_parent
         child = subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(120)"],
+            [sys.executable, "-c", "import signal; signal.pause()"],
             start_new_session=True, preexec_fn=die_with_parent(),
         )
         print(child.pid, flush=True)
-        time.sleep(120)
+        signal.pause()
         """
     )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
