@@ -30,12 +30,9 @@ from .subjects import (
     BUCKET_LEDGER,
     OBJECTS_EVIDENCE,
     OBJECTS_WEIGHTS,
-    RUNNER_SUFFIX,
     STREAM_REPLAY,
-    ConsumerSpec,
     Names,
     Topology,
-    runner_consumer,
     runner_name,
     topology,
 )
@@ -140,17 +137,6 @@ def _unique(items: list[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def _consumer(names: Names, topo: Topology, durable: str) -> ConsumerSpec:
-    """The declared consumer ``durable``; a runner of an environment the stack does not declare
-    (a user's own, ``up --env``) gets the consumer every runner has."""
-    try:
-        return topo.consumer(durable)
-    except KeyError:
-        if durable.endswith(RUNNER_SUFFIX):
-            return runner_consumer(names, durable.removesuffix(RUNNER_SUFFIX))
-        raise
-
-
 def permissions(names: Names, grant: Access, topo: Topology | None = None) -> Permissions:
     """The permissions of ``grant`` under ``names``: reads for everyone, writes as declared,
     stream and consumer management for nobody (see the module docstring).
@@ -161,7 +147,7 @@ def permissions(names: Names, grant: Access, topo: Topology | None = None) -> Pe
     sub: list[str] = [f"{inbox_prefix(grant.user)}.>", "$SRV.>"]
     dead_letters = bool(grant.consumes)
     for durable in grant.consumes:
-        spec = _consumer(names, topo, durable)
+        spec = topo.consumer(durable)
         stream, base = spec.stream, spec.stream[len(names.stream("")) :]
         pub += [
             f"{_JS}.CONSUMER.CREATE.{stream}.{durable}",

@@ -302,12 +302,9 @@ campaign stretches a deadline shorter than three ack waits)."""
 DEFAULT_RUNNER_ACK_WAIT_S = 60.0
 
 
-RUNNER_SUFFIX = "-runner"
-
-
 def runner_name(env: str) -> str:
     """The deployment and durable consumer of ``env``'s runners: ``<env>-runner``."""
-    return f"{_token(env, 'environment')}{RUNNER_SUFFIX}"
+    return f"{_token(env, 'environment')}-runner"
 
 
 def runner_consumer(names: Names, env: str, ack_wait_s: float | None = None) -> ConsumerSpec:
@@ -321,8 +318,9 @@ def runner_consumer(names: Names, env: str, ack_wait_s: float | None = None) -> 
     )
 
 
-def topology(names: Names) -> Topology:
-    """The JetStream resources of the stack under ``names``."""
+def topology(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> Topology:
+    """The JetStream resources of the stack under ``names``, with a runner consumer for each of
+    ``environments`` (the built-in ones, plus any of the user's own the stack runs)."""
     episodes = names.stream(STREAM_EPISODES)
     rollouts = names.stream(STREAM_ROLLOUTS)
 
@@ -378,7 +376,7 @@ def topology(names: Names) -> Topology:
             consumer("comparison", episodes, names.episode("rewarded", "*")),
             consumer("replay", episodes, names.episode("compared", "*")),
             consumer("campaign", episodes, names.episode("compared", "*")),
-            *(runner_consumer(names, env) for env in ENVIRONMENTS),
+            *(runner_consumer(names, env) for env in dict.fromkeys(environments)),
         ],
         buckets=[
             BucketSpec(

@@ -128,11 +128,10 @@ def test_a_runner_added_later_gets_its_permissions_from_the_same_declaration() -
         in perms.publish_allow
     )
     assert NAMES.episode("completed", "browser") in perms.publish_allow
-    # A runner whose consumer the topology does not declare (a user's own environment, ``up
-    # --env``) gets the consumer every runner has; any other undeclared durable is an error.
-    assert permissions(NAMES, grant) == perms
-    with pytest.raises(KeyError, match="mystery"):
-        permissions(NAMES, Access(user="x", consumes=("mystery",)))
+    with pytest.raises(KeyError, match="browser-runner"):
+        permissions(NAMES, grant)  # a consumer the topology does not declare
+    # A stack that runs it declares it: the same permissions.
+    assert permissions(NAMES, grant, topology(NAMES, ("shell", "orchestrator", "browser"))) == perms
 
 
 def test_rendered_config_quotes_everything_and_leaves_the_admin_unrestricted() -> None:
@@ -429,8 +428,6 @@ async def test_a_runner_of_a_users_own_environment_runs_under_its_own_user(
     """``up --env beacon``: the environment (defined in a test module, known to no file under
     aios_rl/ or services/) gets a runner user, and its runner, connected from its credentials
     file, pulls its jobs and publishes its episodes, and may do nothing else."""
-    from services.runner.main import provision_runner
-
     from .test_environments import BEACON, COLOURS, beacon
 
     names = Names(f"own{uuid.uuid4().hex[:6]}")
@@ -450,8 +447,8 @@ async def test_a_runner_of_a_users_own_environment_runs_under_its_own_user(
     with NatsServer(tmp_path / "nats", config=auth.config) as server:
         secured = (server, auth)
         async with _as(secured, ADMIN, names) as admin:
-            await provision(admin)
-            await provision_runner(admin, BEACON)  # what `up --env beacon` does as the admin
+            # What `up --env beacon` does as the admin: the topology with beacon's runner consumer.
+            await provision(admin, topology(names, ("shell", "orchestrator", "beacon")))
             await registry.task_store(admin, "beacon").put_all(tasks)
             await admin.subscribe(names.episode("completed", "beacon"), on_completed)
             monkeypatch.delenv("NATS_USER", raising=False)

@@ -17,8 +17,8 @@ import signal
 import sys
 from pathlib import Path
 
-from contracts import Names, Topology
-from contracts.subjects import runner_consumer, runner_name
+from contracts import ENVIRONMENTS, Names, topology
+from contracts.subjects import runner_name
 
 from ..bus import BusError, ConnectError, connect, discover, provision
 from ..stack import SERVICES
@@ -81,16 +81,6 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     up.set_defaults(run=_run)
 
 
-def _runner_topology(names: Names, environments: list[str]) -> Topology:
-    """The shared runner consumers of environments the stack's topology does not declare."""
-    return Topology(
-        streams=[],
-        consumers=[runner_consumer(names, e) for e in environments],
-        buckets=[],
-        object_stores=[],
-    )
-
-
 def _env_name(text: str) -> str:
     try:
         runner_name(text)
@@ -127,9 +117,7 @@ async def _running_singletons(
             wanted = {r.service.name for r in replicas if not r.service.scalable}
             running = sorted(f"{v.name} (pid {v.pid})" for v in found if v.name in wanted)
             if not running:
-                await provision(bus)
-                if environments:
-                    await provision(bus, _runner_topology(bus.names, environments))
+                await provision(bus, topology(bus.names, (*ENVIRONMENTS, *(environments or ()))))
             return running
     except ConnectError as exc:
         raise CliError(f"no NATS server answers at {url}: {exc}") from exc

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from contracts import ENVIRONMENTS, Names
 from contracts.access import ADMIN, Access, Permissions, access, permissions
-from contracts.subjects import runner_name
+from contracts.subjects import runner_name, topology
 
 from .tls import TlsFiles, ensure_tls
 
@@ -161,13 +161,16 @@ def write_config(
     services: Iterable[str],
     *,
     grants: Mapping[str, Access] | None = None,
+    environments: tuple[str, ...] = ENVIRONMENTS,
     tls: TlsFiles | None = None,
 ) -> tuple[Path, dict[str, Credentials]]:
     """Write the server config for ``services`` (names of ``grants``, by default every built-in
-    declaration of ``contracts.access``) under ``names``, with their credentials and the admin's.
+    declaration of ``contracts.access`` and a runner for each of ``environments``) under
+    ``names``, with their credentials and the admin's.
     Returns the config's path and the credentials. Raises ``ValueError`` for a service that
     declares no access."""
-    grants = dict(grants or access(names))
+    grants = dict(grants or access(names, environments))
+    topo = topology(names, environments)
     wanted = list(dict.fromkeys(services))
     unknown = [s for s in wanted if s not in grants]
     if unknown:
@@ -178,7 +181,7 @@ def write_config(
     creds = ensure_credentials(data_dir, [*grants, *wanted])
     users: dict[str, tuple[str, Permissions | None]] = {ADMIN: (creds[ADMIN].password, None)}
     for user, grant in grants.items():
-        users[user] = (creds[user].password, permissions(names, grant))
+        users[user] = (creds[user].password, permissions(names, grant, topo))
     path = Path(data_dir) / AUTH_DIR / CONFIG_NAME
     _write_private(path, render_config(users, tls=tls))
     return path, creds
@@ -212,8 +215,9 @@ def prepare(
     extra = tuple(e for e in environments if e not in ENVIRONMENTS)
     wanted = [*services, *(runner_name(e) for e in extra)]
     files = ensure_tls(Path(data_dir) / AUTH_DIR / "tls") if tls else None
-    grants = access(names, (*ENVIRONMENTS, *extra))
-    config, creds = write_config(data_dir, names, wanted, grants=grants, tls=files)
+    config, creds = write_config(
+        data_dir, names, wanted, environments=(*ENVIRONMENTS, *extra), tls=files
+    )
     ca = files.ca.resolve() if files else None
     return StackAuth(
         config=config,
