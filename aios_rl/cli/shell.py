@@ -255,18 +255,23 @@ def make_console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=120)
 
 
+def _stack(args: argparse.Namespace, console: Console, needs: set[str]):  # type: ignore[no-untyped-def]
+    """The stack a shell command runs against (``--nats-url``'s, else an embedded one)."""
+    return stack(
+        args.nats_url,
+        namespace=args.namespace,
+        data_dir=Path(args.data_dir),
+        insecure=args.insecure,
+        needs=needs,
+        echo=console.print,
+    )
+
+
 def run_shell_eval(args: argparse.Namespace) -> int:
     console = make_console()
 
     async def main() -> int:
-        async with stack(
-            args.nats_url,
-            namespace=args.namespace,
-            data_dir=Path(args.data_dir),
-            insecure=args.insecure,
-            needs={"sampler", "shell-runner", "trainer"},
-            echo=console.print,
-        ) as st:
+        async with _stack(args, console, {"sampler", "shell-runner", "trainer"}) as st:
             ids = await ensure_tasks(st.bus, args.split, args.limit, console)
             checkpoint = await resolve(st.bus, args.checkpoint)
             summary, _ = await evaluate(
@@ -361,14 +366,7 @@ def run_shell_train(args: argparse.Namespace) -> int:
     console = make_console()
 
     async def main() -> int:
-        async with stack(
-            args.nats_url,
-            namespace=args.namespace,
-            data_dir=Path(args.data_dir),
-            insecure=args.insecure,
-            needs=NEEDS,
-            echo=console.print,
-        ) as st:
+        async with _stack(args, console, NEEDS) as st:
             campaign_id = args.campaign_id or f"shell-{time.strftime('%Y%m%d-%H%M%S')}"
             return await train_and_report(st.bus, console, args, campaign_id=campaign_id)
 
