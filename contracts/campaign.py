@@ -9,9 +9,11 @@ import msgspec
 from ._base import Message
 from .checkpoint import PointerMove
 from .episode import DecodingRegime
-from .vocab import Algorithm, Decision, EpochPhase, RolloutStrategy, Verdict
+from .vocab import Algorithm, Decision, EpochPhase, Outcome, RolloutStrategy, Verdict
 
 __all__ = [
+    "BranchOrder",
+    "BranchingSettings",
     "CampaignCommand",
     "CampaignEvent",
     "CampaignSpec",
@@ -23,7 +25,10 @@ __all__ = [
     "EpochArrivals",
     "EpochRecord",
     "GatewaySettings",
+    "GroupContrast",
     "RailState",
+    "RolloutAccount",
+    "RolloutSummary",
     "StartCampaign",
     "StatusCampaign",
     "StopCampaign",
@@ -54,6 +59,34 @@ class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Episodes asked of ``replay.sample`` for an offline or mixed update."""
 
 
+class BranchingSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """How the branching strategies spend a task's budget (``CampaignSpec.group_size`` rollouts
+    in all, base rollouts and continuations together). Defaults follow ARPO's reference
+    configuration where it fits (docs/branching.md says which and why)."""
+
+    initial: int = 0
+    """Base rollouts per task before any branching (ARPO's N); 0: half the budget."""
+    branch_width: int = 1
+    """Continuations per branch (ARPO's Z: ``beam_size - 1`` = 1); the heuristic's first round
+    budget, doubled each round."""
+    alpha: float | None = None
+    """ARPO's base branching probability; ``None``: drawn uniformly per decision (ARPO's code)."""
+    beta: float = 0.2
+    """Weight of the normalised entropy change (ARPO's ``entropy_weight``)."""
+    tau: float = 0.5
+    """Branch where ``alpha + beta * dH`` exceeds this (ARPO's ``branch_probability``)."""
+    max_rounds: int = 3
+    """Planning rounds after the base rollouts (each waits for the previous one's episodes)."""
+    regime: DecodingRegime | None = None
+    """Decoding regime of continuations; ``None``: the campaign's."""
+    resample_cap: int = 0
+    """``dapo-filter``: most tasks drawn to replace tied groups in one epoch; 0: as many as
+    ``tasks_per_epoch``."""
+    fill: bool = True
+    """``entropy``: when branching leaves budget unused, spend it on fresh rollouts (ARPO's
+    supplement), so every strategy uses the same number of rollouts per task."""
+
+
 class CampaignSpec(Message, frozen=True, kw_only=True):
     """Everything that defines a campaign; fixed once it starts."""
 
@@ -66,6 +99,8 @@ class CampaignSpec(Message, frozen=True, kw_only=True):
     group_size: int = 4
     epochs: int = 3
     rollout_strategy: RolloutStrategy = "uniform"
+    """How each task's ``group_size`` rollouts are spent (see ``RolloutStrategy``)."""
+    branching: BranchingSettings = BranchingSettings()
     regime: DecodingRegime = DecodingRegime()
     comparison_margin: float = 0.05
     degradation_streak_limit: int = 2
@@ -127,6 +162,93 @@ class EnvEpochStats(msgspec.Struct, frozen=True, kw_only=True):
     reward_sum: float = 0.0
 
 
+class RolloutAccount(msgspec.Struct, frozen=True, kw_only=True):
+    """What an epoch's rollouts cost: counted once per episode as it arrives."""
+
+    strategy: str = "uniform"
+    base: int = 0
+    """Rollouts from the start state."""
+    continuations: int = 0
+    """Rollouts branched off another at an intermediate state."""
+    steps_sampled: int = 0
+    """Environment steps whose action the policy drew (rollouts)."""
+    steps_replayed: int = 0
+    """Environment steps replayed from a parent's prefix (rollouts)."""
+    policy_calls: int = 0
+    """Act requests that made a step (rollouts): one per sampled step."""
+    references: int = 0
+    """Reference runs (the comparison's cost, the same for every strategy)."""
+    reference_steps: int = 0
+    rounds: int = 0
+    """Planning rounds after the base rollouts."""
+    wall_s: float = 0.0
+    """Seconds from the epoch's first job to its last arrival (or deadline)."""
+
+
+class GroupContrast(msgspec.Struct, frozen=True, kw_only=True):
+    """One task's group: its reward contrast ``I(Y)`` before and after its continuations."""
+
+    group_id: str
+    task_id: str
+    base: int = 0
+    continuations: int = 0
+    before: float = 0.0
+    """``I(Y_0)``: population variance of the base rollouts' rewards."""
+    after: float = 0.0
+    """``I(Y_b)``: of every rollout of the group."""
+    dropped: bool = False
+    """Left out of the update (``dapo-filter``: its rewards all tie)."""
+
+
+class RolloutSummary(Message, frozen=True, kw_only=True):
+    """What planning reads of one arrived rollout: its place in the task's tree, its reward, and
+    per step its action and the policy's uncertainty. Kept in KV ``ledger`` under
+    ``Names.key_rollout``."""
+
+    SCHEMA = "rollout_summary.v1"
+
+    episode_id: str
+    campaign_id: str
+    epoch: int
+    group_id: str
+    task_id: str
+    environment: str
+    seed: int = 0
+    parent_episode_id: str = ""
+    branch_step: int = 0
+    round: int = 0
+    reward: float = 0.0
+    outcome: Outcome = "failure"
+    actions: list[str] = []
+    """Every action, replayed ones included (a continuation's prefix is read from here)."""
+    entropies: list[float] = []
+    """Per step: the entropy of the policy's distribution (0 for a replayed step)."""
+    widths: list[int] = []
+    """Per step: how many candidates were offered (0: free text)."""
+    top1: list[float] = []
+    margins: list[float] = []
+    replayed: int = 0
+    """Steps replayed from the parent's prefix."""
+
+
+class BranchOrder(msgspec.Struct, frozen=True, kw_only=True):
+    """One planned addition to an epoch's rollouts, fixed in the campaign's state before its
+    jobs are published (so a restarted campaign publishes the same jobs)."""
+
+    round: int
+    kind: Literal["branch", "fresh", "task"]
+    """``branch``: continuations of ``parent_episode_id`` from ``step``; ``fresh``: more base
+    rollouts of task ``task_index``; ``task``: a new task (its group and reference runs)."""
+    task_index: int
+    parent_episode_id: str = ""
+    step: int = 0
+    count: int = 1
+    first: int = 0
+    """Number of the first new run (fresh rollouts and continuations are numbered on)."""
+    regime: DecodingRegime = DecodingRegime()
+    decided_by: Literal["rail", "entropy", "heuristic", "uniform"] = "uniform"
+
+
 class EpochRecord(Message, frozen=True, kw_only=True):
     """The ledger's line for one epoch of one campaign; rewritten at every phase change."""
 
@@ -150,6 +272,10 @@ class EpochRecord(Message, frozen=True, kw_only=True):
     lane_counts: dict[str, int] = {}
     timings: dict[str, float] = {}
     """Phase -> unix seconds when it began."""
+    rollouts: RolloutAccount = RolloutAccount()
+    """What the epoch's rollouts cost, by the campaign's strategy."""
+    groups: list[GroupContrast] = []
+    """Each task's group contrast before and after its continuations."""
 
 
 class EpochArrivals(Message, frozen=True, kw_only=True):
@@ -166,6 +292,8 @@ class EpochArrivals(Message, frozen=True, kw_only=True):
     verdicts: dict[str, int] = {}
     """Rollouts' comparison verdicts (better / same / worse / comparison_failed)."""
     references: int = 0
+    account: RolloutAccount = RolloutAccount()
+    """Rollouts, steps and policy calls of what arrived."""
 
 
 class CampaignStatus(Message, frozen=True, kw_only=True):
@@ -219,6 +347,16 @@ class CampaignState(msgspec.Struct, frozen=True, kw_only=True, tag="campaign", t
     tasks: list[str] = []
     """The epoch's tasks as ``<environment>/<task_id>``, fixed before any job is published."""
     jobs_published: bool = False
+    """Whether the current round's jobs are out."""
+    round: int = 0
+    """The epoch's planning round (0: base rollouts)."""
+    round_started_at: float = 0.0
+    orders: list[BranchOrder] = []
+    """Every round's planned additions (branches, fresh rollouts, new tasks), in order."""
+    dropped_groups: list[str] = []
+    """Groups left out of this epoch's update (``dapo-filter``)."""
+    base_tasks: int = 0
+    """How many of ``tasks`` the epoch began with (later ones were drawn by resampling)."""
     failure: str = ""
     retries: int = 0
     """Transient errors retried through since the campaign started (or was resumed)."""

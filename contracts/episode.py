@@ -47,6 +47,8 @@ class BranchInfo(msgspec.Struct, frozen=True, kw_only=True):
     budget: int
     regime: DecodingRegime = DecodingRegime()
     decided_by: Literal["rail", "entropy", "heuristic", "uniform"] = "rail"
+    round: int = 1
+    """The epoch's planning round that made it (base rollouts are round 0)."""
 
 
 class TrajectoryStep(msgspec.Struct, frozen=True, kw_only=True):
@@ -154,6 +156,9 @@ class Episode(Message, frozen=True, kw_only=True):
     """The GRPO group: rollouts of one task under one checkpoint in one epoch."""
     role: EpisodeRole = "rollout"
     seed: int = 0
+    """The environment's seed (a continuation keeps its parent's, so the prefix replays exactly)."""
+    sampling_seed: int | None = None
+    """The seed of the policy's draws when it differs from ``seed`` (continuations)."""
     regime: DecodingRegime = DecodingRegime()
     branch: BranchInfo | None = None
     trajectory: list[TrajectoryStep] = []

@@ -29,6 +29,11 @@ class RolloutJob(Message, frozen=True, kw_only=True):
     checkpoint_id: str = "active"
     """A checkpoint id, or ``active`` for whatever the pointer names when the episode starts."""
     seed: int = 0
+    """The environment's seed; also the policy's unless ``sampling_seed`` is set."""
+    sampling_seed: int | None = None
+    """The seed of the policy's draws (per step, through ``step_seed``) when it must differ from
+    the environment's: a continuation opens its parent's environment (same ``seed``) and samples
+    afresh after the prefix."""
     regime: DecodingRegime = DecodingRegime()
     prefix: list[str] = []
     branch: BranchInfo | None = None

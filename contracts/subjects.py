@@ -188,6 +188,19 @@ class Names:
         return f"arrivals.{_token(campaign_id, 'campaign id')}.{epoch:06d}"
 
     @staticmethod
+    def key_rollout(campaign_id: str, epoch: int, episode_id: str) -> str:
+        """What planning reads of one arrived rollout (a ``RolloutSummary``)."""
+        return (
+            f"rollout.{_token(campaign_id, 'campaign id')}.{epoch:06d}."
+            f"{_token(episode_id, 'episode id')}"
+        )
+
+    @staticmethod
+    def key_rollouts(campaign_id: str, epoch: int) -> str:
+        """KV filter over every rollout summary of one epoch."""
+        return f"rollout.{_token(campaign_id, 'campaign id')}.{epoch:06d}.*"
+
+    @staticmethod
     def key_task_stats(task_id: str, checkpoint_id: str) -> str:
         """Comparison's running statistics of one checkpoint on one task."""
         return f"stats.{_token(task_id, 'task id')}.{_token(checkpoint_id, 'checkpoint id')}"

@@ -55,8 +55,11 @@ TeacherVerdict = Literal["correct", "partially_correct", "incorrect", "unsure"]
 Algorithm = Literal["grpo", "ppo"]
 """Policy-gradient update rules the trainer offers."""
 
-RolloutStrategy = Literal["uniform", "entropy", "rail"]
-"""How rollouts branch: fixed groups (uniform GRPO), an entropy trigger, or the RAIL controller."""
+RolloutStrategy = Literal["uniform", "entropy", "dapo-filter", "heuristic", "rail"]
+"""How an epoch spends its rollouts: fixed groups (``uniform`` GRPO), ARPO's entropy trigger for
+branching (``entropy``), uniform groups with tied groups dropped and resampled (``dapo-filter``,
+DAPO's dynamic sampling), iterative branching from the highest-entropy states with growing
+budgets (``heuristic``, RAIL's warm-up), or the learned RAIL controller (``rail``)."""
 
 EpochPhase = Literal["collect", "compare", "decide", "train", "done", "failed", "stopped"]
 """Where an epoch of a campaign stands."""

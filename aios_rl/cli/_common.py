@@ -12,15 +12,21 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from aios_rl.rollouts import STRATEGIES
+from aios_rl.rollouts import validate as validate_strategy
+from contracts import BranchingSettings, CampaignSpec, DecodingRegime
+
 __all__ = [
     "DEFAULT_URL",
     "CliError",
+    "branching_spec",
     "bus_args",
     "fraction",
     "insecure_arg",
     "nats_url",
     "port",
     "positive",
+    "positive_float",
     "run_until_interrupt",
     "training_args",
     "url",
@@ -142,6 +148,16 @@ def fraction(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 100:
+        raise argparse.ArgumentTypeError(f"must be above 0 (and below 100), not {value}")
+    return value
+
+
 def training_args(
     p: argparse.ArgumentParser,
     *,
@@ -158,7 +174,34 @@ def training_args(
         default=tasks_per_epoch,
         help=f"tasks per epoch (default {tasks_per_epoch})",
     )
-    p.add_argument("--group-size", type=positive, default=4, help="rollouts per task (default 4)")
+    p.add_argument(
+        "--group-size",
+        type=positive,
+        default=4,
+        help="rollouts per task, base rollouts and continuations together (default 4)",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="uniform",
+        help="how each task's rollouts are spent: uniform GRPO groups, ARPO's entropy "
+        "branching, DAPO's filter of tied groups, or RAIL's heuristic warm-up (default uniform)",
+    )
+    p.add_argument(
+        "--initial-rollouts",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="entropy / heuristic: base rollouts per task before branching (default half "
+        "the group size)",
+    )
+    p.add_argument(
+        "--branch-temperature",
+        type=positive_float,
+        default=None,
+        metavar="T",
+        help="entropy / heuristic: sampling temperature of continuations (default 1.0)",
+    )
     p.add_argument(
         "--train-tasks",
         type=positive,
@@ -181,6 +224,24 @@ def training_args(
         help=f"embedded stack's JetStream data, credentials and logs (default {data_dir})",
     )
     insecure_arg(p)
+
+
+def branching_spec(args: argparse.Namespace) -> dict[str, object]:
+    """The campaign spec's strategy fields from ``--strategy``, ``--initial-rollouts`` and
+    ``--branch-temperature`` (raises ``CliError`` for a combination that cannot be planned)."""
+    strategy = getattr(args, "strategy", "uniform")
+    temperature = getattr(args, "branch_temperature", None)
+    settings = BranchingSettings(
+        initial=getattr(args, "initial_rollouts", None) or 0,
+        regime=None if temperature is None else DecodingRegime(temperature=temperature),
+    )
+    fields: dict[str, object] = {"rollout_strategy": strategy, "branching": settings}
+    probe = CampaignSpec(campaign_id="probe", group_size=args.group_size, **fields)  # type: ignore[arg-type]
+    try:
+        validate_strategy(probe)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    return fields
 
 
 def url(args: argparse.Namespace) -> str:

@@ -13,7 +13,7 @@ from contracts import CampaignStatus, Message, Names, ResumeCampaign, StatusCamp
 
 from ..bus import connect
 from ._common import CliError, bus_args, url
-from .report import epoch_table
+from .report import epoch_table, rollout_table
 
 __all__ = ["add"]
 
@@ -83,5 +83,12 @@ async def _ask(args: argparse.Namespace, command: str, request: Message) -> int:
             markup=False,
         )
     if status.records:
+        acc = status.records[-1].rollouts
+        console.print(
+            f"strategy {acc.strategy}: {sum(r.rollouts.base for r in status.records)} base "
+            f"rollouts, {sum(r.rollouts.continuations for r in status.records)} continuations, "
+            f"{sum(r.rollouts.policy_calls for r in status.records)} policy calls so far"
+        )
         console.print(epoch_table(status.records))
+        console.print(rollout_table(status.records))
     return 0

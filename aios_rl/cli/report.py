@@ -8,7 +8,7 @@ from rich.table import Table
 
 from contracts import EpochRecord
 
-__all__ = ["epoch_table", "success_rate"]
+__all__ = ["contrast", "epoch_table", "rollout_table", "success_rate"]
 
 
 def success_rate(record: EpochRecord) -> float | None:
@@ -18,6 +18,18 @@ def success_rate(record: EpochRecord) -> float | None:
 
 
 _SHORT = {"active": "active", "pre_update_ref": "pre", "last_stable": "stable"}
+
+
+def contrast(record: EpochRecord) -> tuple[float, float] | None:
+    """Mean group contrast ``I(Y)`` of the epoch's groups before and after continuations
+    (groups dropped from the update included), ``None`` without groups."""
+    if not record.groups:
+        return None
+    n = len(record.groups)
+    return (
+        sum(g.before for g in record.groups) / n,
+        sum(g.after for g in record.groups) / n,
+    )
 
 
 def _pct(x: float | None) -> str:
@@ -62,5 +74,34 @@ def epoch_table(
             moves,
             lanes,
             (r.new_checkpoint or "-")[:8],
+        )
+    return table
+
+
+def rollout_table(records: Sequence[EpochRecord], *, title: str = "") -> Table:
+    """Per epoch, what its rollouts cost under the campaign's strategy: rollouts from the start
+    state and continuations, environment steps sampled and replayed, policy calls, planning
+    rounds, the groups' mean reward contrast ``I(Y)`` before and after continuations (and how
+    many groups were dropped from the update), and the collection's wall time."""
+    table = Table(title=title or None)
+    for col in ("epoch", "strategy", "base", "cont.", "sampled", "replayed", "calls", "rounds",
+                "I(Y) before", "after", "dropped", "wall"):  # fmt: skip
+        table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
+    for r in records:
+        a = r.rollouts
+        i_y = contrast(r)
+        table.add_row(
+            str(r.epoch),
+            a.strategy,
+            str(a.base),
+            str(a.continuations),
+            str(a.steps_sampled),
+            str(a.steps_replayed),
+            str(a.policy_calls),
+            str(a.rounds),
+            "-" if i_y is None else f"{i_y[0]:.4f}",
+            "-" if i_y is None else f"{i_y[1]:.4f}",
+            str(sum(g.dropped for g in r.groups)),
+            f"{a.wall_s:.0f}s",
         )
     return table

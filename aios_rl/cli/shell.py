@@ -31,10 +31,18 @@ from ..envs.shell.verify import RunCache, default_cache_dir
 from ..stack.embedded import StackError, active_checkpoint, stack
 from ..state.checkpoints import CheckpointRegistry, UnknownCheckpointError
 from ..state.ledger import Ledger
-from ._common import CliError, bus_args, insecure_arg, positive, training_args, url
+from ._common import (
+    CliError,
+    branching_spec,
+    bus_args,
+    insecure_arg,
+    positive,
+    training_args,
+    url,
+)
 from .campaign_watch import run_campaign
 from .evaluation import EvalSummary, run_eval, summarize
-from .report import epoch_table
+from .report import epoch_table, rollout_table
 
 __all__ = [
     "add",
@@ -325,6 +333,7 @@ async def train_and_report(
         episode_deadline_s=300,
         seed=args.seed,
         trainer=TrainerSettings(learning_rate=args.learning_rate, update_epochs=4, seed=args.seed),
+        **branching_spec(args),  # type: ignore[arg-type]
     )
     end = await run_campaign(bus, spec, console)
     records = await Ledger(bus).records(campaign_id)
@@ -352,6 +361,7 @@ async def train_and_report(
     console.print(
         epoch_table(records, title=f"campaign {campaign_id} ({end})", heldout=heldout_by_epoch)
     )
+    console.print(rollout_table(records, title="rollouts: what each epoch spent"))
     console.print(
         _summary_table(
             f"held-out ({len(heldout)} tasks): before and after",
@@ -363,6 +373,7 @@ async def train_and_report(
 
 
 def run_shell_train(args: argparse.Namespace) -> int:
+    branching_spec(args)  # a strategy that cannot be planned is a one-line error, before a stack
     console = make_console()
 
     async def main() -> int:

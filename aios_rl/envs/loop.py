@@ -4,7 +4,9 @@ Pure (no NATS): the policy is a function ``act(ActRequest) -> ActResponse``. The
 passes one that asks the sampler over the bus; benchmarks and tests pass one that calls a model
 in the same process. A job's action prefix is replayed first (steps marked ``replayed``), then
 every step asks the policy under the job's decoding regime, pinned to the checkpoint that
-answered first, with a per-step seed fixed by the job's seed.
+answered first, with a per-step seed fixed by the job's sampling seed (its ``seed`` unless a
+continuation sets one: it opens its parent's environment and must not redraw its parent's
+actions).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ async def run_steps(
                     candidates=candidates,
                     regime=job.regime,
                     checkpoint_id=checkpoint,
-                    seed=step_seed(job.seed, i),
+                    seed=step_seed(job.seed if job.sampling_seed is None else job.sampling_seed, i),
                     want_hidden=job.want_hidden,
                 )
             )

@@ -75,6 +75,7 @@ def completed_episode(
         group_id=job.group_id,
         role=job.role,
         seed=job.seed,
+        sampling_seed=job.sampling_seed,
         regime=job.regime,
         branch=job.branch,
         trajectory=trajectory,

@@ -8,6 +8,8 @@ from typing import Literal
 
 import torch
 
+from aios_rl.rollouts.accounting import reward_contrast
+
 __all__ = [
     "aggregate",
     "clipped_surrogate",
@@ -42,16 +44,6 @@ def group_advantages(
             centred = centred / (r.std(unbiased=True) + eps)
         out[idx] = centred
     return out
-
-
-def reward_contrast(rewards: Sequence[float]) -> float:
-    """``I(Y)``: the population variance of a group's rewards, the contrast a group gives GRPO
-    to learn from (0 for a group of one or of equal rewards). RAIL's reward is the gain in it
-    that a branch brings: ``I(Y_b) - I(Y_0)``."""
-    if len(rewards) < 2:
-        return 0.0
-    mean = sum(rewards) / len(rewards)
-    return sum((r - mean) ** 2 for r in rewards) / len(rewards)
 
 
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: Aggregation) -> torch.Tensor:

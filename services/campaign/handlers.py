@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 
@@ -23,12 +24,15 @@ from aios_rl.bus import (
     ServiceError,
     get_logger,
 )
+from aios_rl.rollouts import Group, group_contrasts, plan_round, tied
+from aios_rl.rollouts import validate as validate_strategy
 from aios_rl.state import ContentionError, CorruptError, UnavailableError
 from aios_rl.state.checkpoints import CheckpointRegistry, InvalidMoveError, StalePointersError
 from aios_rl.state.control import ControlStore
 from aios_rl.state.ledger import Ledger
 from aios_rl.state.tasks import task_ids
 from contracts import (
+    BranchOrder,
     CampaignEvent,
     CampaignSpec,
     CampaignState,
@@ -41,6 +45,7 @@ from contracts import (
     Names,
     PointerMove,
     ResumeCampaign,
+    RolloutSummary,
     StartCampaign,
     StatusCampaign,
     StopCampaign,
@@ -49,9 +54,33 @@ from contracts import (
 )
 from contracts.subjects import STREAM_ROLLOUTS, runner_name
 
-from .logic import decide, episode_deadline_s, group_id, plan_jobs, sample_tasks
+from .logic import (
+    decide,
+    episode_deadline_s,
+    group_id,
+    new_tasks_available,
+    plan_jobs,
+    resample_tasks,
+    round_runs,
+    sample_tasks,
+    scheduled_ids,
+)
 from .settings import CampaignSettings
-from .store import Arrivals
+from .store import Arrivals, Rollouts
+
+
+def _next_round(
+    s: CampaignState, *, orders: list[BranchOrder], tasks: list[str], at: float
+) -> CampaignState:
+    """``s`` moved to its next round with ``orders`` (and the new ``tasks`` they bring)."""
+    return msgspec.structs.replace(
+        s,
+        round=s.round + 1,
+        round_started_at=at,
+        orders=[*s.orders, *orders],
+        tasks=[*s.tasks, *tasks],
+        jobs_published=False,
+    )
 
 
 class NoActiveCheckpoint(RuntimeError):
@@ -87,6 +116,7 @@ class Campaigns:
         self.ledger = Ledger(bus)
         self.registry = CheckpointRegistry(bus)
         self.arrivals = Arrivals(bus)
+        self.rollouts = Rollouts(bus)
         self.drivers: dict[str, asyncio.Task[None]] = {}
         self.wakeups: dict[str, asyncio.Event] = {}
         self.unrecorded: dict[str, tuple[int, str]] = {}
@@ -138,11 +168,12 @@ class Campaigns:
     # -- commands -----------------------------------------------------------------------------------
     async def start(self, cmd: StartCampaign) -> CampaignStatus:
         spec = cmd.spec
-        if spec.rollout_strategy != "uniform":
-            raise ServiceError(
-                "422",
-                f"rollout strategy {spec.rollout_strategy!r} is not available yet; use uniform",
-            )
+        if spec.rollout_strategy == "rail":
+            raise ServiceError("422", "rollout strategy 'rail' is not available yet")
+        try:
+            validate_strategy(spec)
+        except ValueError as exc:
+            raise ServiceError("422", str(exc)) from exc
         if spec.epochs < 1 or spec.tasks_per_epoch < 1 or spec.group_size < 1:
             raise ServiceError("422", "epochs, tasks_per_epoch and group_size must be at least 1")
         snap = await self.control.load_or_init(
@@ -207,6 +238,8 @@ class Campaigns:
     async def on_compared(self, ep: Episode) -> None:
         if not ep.campaign_id:
             return
+        if ep.role == "rollout" and ep.group_id:
+            await self.rollouts.put(ep)  # before it counts: planning reads it once it has
         if await self.arrivals.add(ep):
             self.wake(ep.campaign_id)
 
@@ -373,6 +406,9 @@ class Campaigns:
         return await task_ids(self.bus, env, split)
 
     async def collect(self, state: CampaignState) -> None:
+        """Run the epoch's rounds: publish a round's jobs, wait for its episodes, let the
+        strategy plan the next round from what arrived; until a round plans nothing or the
+        deadline passes. Every round's orders are saved before its jobs go out."""
         spec = state.spec
         cid = spec.campaign_id
         if not state.tasks:
@@ -383,14 +419,20 @@ class Campaigns:
                 raise NoActiveCheckpoint("no active checkpoint yet: is the trainer running?")
             candidate = pointers.active
             reference = pointers.pre_update_ref or candidate
+            now = time.time()
             state = await self.save(
                 cid,
                 lambda s: msgspec.structs.replace(
                     s,
                     tasks=tasks,
+                    base_tasks=len(tasks),
                     candidate=candidate,
                     reference=reference,
-                    epoch_started_at=time.time(),
+                    epoch_started_at=now,
+                    round=0,
+                    round_started_at=now,
+                    orders=[],
+                    dropped_groups=[],
                     jobs_published=False,
                 ),
             )
@@ -399,44 +441,141 @@ class Campaigns:
                 kind="started" if state.epoch == 0 else "phase",
                 active_checkpoint=candidate,
                 reference_checkpoint=reference,
-                scheduled=len(plan_jobs(spec, state, deadline=0)),
+                scheduled=len(round_runs(spec, state, 0)),
             )
-        deadline = state.epoch_started_at + await self._deadline_s(spec)
-        jobs = plan_jobs(spec, state, deadline=deadline)
-        if not state.jobs_published:
-            for job in jobs:
-                await self.bus.publish_durable(
-                    self.bus.names.rollout_job(job.environment), job, msg_id=job.job_id
-                )
-            state = await self.save(cid, lambda s: msgspec.structs.replace(s, jobs_published=True))
-            self.log.info("jobs_published", campaign_id=cid, epoch=state.epoch, jobs=len(jobs))
         wake = self.wakeups.setdefault(cid, asyncio.Event())
-        scheduled = {j.episode_id for j in jobs}
         while True:
-            arrivals, _ = await self.arrivals.get(cid, state.epoch)
-            got = scheduled & set(arrivals.episode_ids)
-            current = await self.state(cid)
-            stopping = current is not None and current.state == "stopping"
-            if stopping:
-                return  # the driver loop records the stop; arrivals keep being counted meanwhile
-            if len(got) == len(scheduled) or time.time() >= deadline:
+            started = state.round_started_at or state.epoch_started_at
+            deadline = started + await self._deadline_s(spec)
+            if not state.jobs_published:
+                parents = await self.rollouts.all(cid, state.epoch) if state.round else {}
+                jobs = plan_jobs(spec, state, deadline=deadline, parents=parents)
+                for job in jobs:
+                    await self.bus.publish_durable(
+                        self.bus.names.rollout_job(job.environment), job, msg_id=job.job_id
+                    )
+                state = await self.save(
+                    cid, lambda s: msgspec.structs.replace(s, jobs_published=True)
+                )
+                self.log.info(
+                    "jobs_published",
+                    campaign_id=cid,
+                    epoch=state.epoch,
+                    round=state.round,
+                    jobs=len(jobs),
+                )
+            scheduled = scheduled_ids(spec, state)
+            while True:
+                arrivals, _ = await self.arrivals.get(cid, state.epoch)
+                got = scheduled & set(arrivals.episode_ids)
+                current = await self.state(cid)
+                if current is not None and current.state == "stopping":
+                    return  # the driver loop records the stop; arrivals keep being counted
+                if len(got) == len(scheduled) or time.time() >= deadline:
+                    break
+                wake.clear()
+                try:
+                    async with asyncio.timeout(
+                        min(self.settings.recheck_s, max(0.0, deadline - time.time()))
+                    ):
+                        await wake.wait()
+                except TimeoutError:
+                    pass  # re-read: arrivals counted by another replica do not wake this one
+            if len(got) < len(scheduled):
+                break  # the deadline passed: no more rounds, what arrived is the epoch
+            nxt = await self._plan(state)
+            if nxt is None:
                 break
-            wake.clear()
-            try:
-                async with asyncio.timeout(
-                    min(self.settings.recheck_s, max(0.0, deadline - time.time()))
-                ):
-                    await wake.wait()
-            except TimeoutError:
-                pass  # re-read: arrivals counted by another replica do not wake this one
-        state = await self.save(cid, lambda s: msgspec.structs.replace(s, phase="compare"))
+            orders, new_tasks = nxt
+            state = await self.save(
+                cid, functools.partial(_next_round, orders=orders, tasks=new_tasks, at=time.time())
+            )
+            await self.record(state, scheduled=len(scheduled_ids(spec, state)))
+            self.log.info(
+                "round_planned",
+                campaign_id=cid,
+                epoch=state.epoch,
+                round=state.round,
+                strategy=spec.rollout_strategy,
+                branches=sum(o.count for o in orders if o.kind == "branch"),
+                fresh=sum(o.count for o in orders if o.kind == "fresh"),
+                new_tasks=len(new_tasks),
+            )
+        summaries = await self.rollouts.all(cid, state.epoch)
+        groups = self._groups(state, summaries)
+        dropped = (
+            [g.group_id for g in groups if tied(g)]
+            if spec.rollout_strategy == "dapo-filter"
+            else []
+        )
+        account = msgspec.structs.replace(
+            arrivals.account,
+            strategy=spec.rollout_strategy,
+            rounds=state.round,
+            wall_s=round(time.time() - state.epoch_started_at, 3),
+        )
+        state = await self.save(
+            cid, lambda s: msgspec.structs.replace(s, phase="compare", dropped_groups=dropped)
+        )
         await self.record(
             state,
+            scheduled=len(scheduled),
             received=len(got),
             missing=len(scheduled) - len(got),
             per_env=arrivals.per_env,
             lane_counts=dict(arrivals.verdicts),
+            rollouts=account,
+            groups=group_contrasts(
+                (s for s in summaries.values() if s.episode_id in scheduled), dropped=dropped
+            ),
         )
+
+    @staticmethod
+    def _groups(state: CampaignState, summaries: dict[str, RolloutSummary]) -> list[Group]:
+        """The epoch's tasks as groups of the rollouts that arrived."""
+        spec = state.spec
+        index = {group_id(spec.campaign_id, state.epoch, i): i for i in range(len(state.tasks))}
+        members: dict[str, list[RolloutSummary]] = {g: [] for g in index}
+        for s in sorted(summaries.values(), key=lambda s: s.episode_id):
+            if s.group_id in members:
+                members[s.group_id].append(s)
+        return [Group(index[g], g, members[g]) for g in sorted(index, key=index.__getitem__)]
+
+    async def _plan(self, state: CampaignState) -> tuple[list[BranchOrder], list[str]] | None:
+        """The next round's orders and the new tasks they bring, ``None`` when it plans none."""
+        spec = state.spec
+        if spec.rollout_strategy == "uniform":
+            return None
+        summaries = await self.rollouts.all(spec.campaign_id, state.epoch)
+        available: dict[str, list[str]] = {}
+        if spec.rollout_strategy == "dapo-filter":
+            available = {env: await self._task_ids(env, spec.split) for env in spec.environments}
+        orders = plan_round(
+            spec,
+            state.round + 1,
+            self._groups(state, summaries),
+            orders=state.orders,
+            base_tasks=state.base_tasks or len(state.tasks),
+            tasks=len(state.tasks),
+            new_tasks_available=new_tasks_available(spec, available, state.tasks),
+        )
+        # A continuation needs its parent's actions: a summary kept without them cannot branch.
+        orders = [
+            o
+            for o in orders
+            if o.kind != "branch"
+            or (o.parent_episode_id in summaries and summaries[o.parent_episode_id].actions)
+        ]
+        if not orders:
+            return None
+        n_new = sum(1 for o in orders if o.kind == "task")
+        new_tasks = resample_tasks(spec, state.epoch, available, state.tasks, n_new)
+        orders = [
+            o
+            for o in orders
+            if o.kind != "task" or o.task_index < len(state.tasks) + len(new_tasks)
+        ]
+        return (orders, new_tasks) if orders else None
 
     async def compare(self, state: CampaignState) -> None:
         spec = state.spec
@@ -536,6 +675,24 @@ class Campaigns:
 
     async def train(self, state: CampaignState) -> None:
         spec = state.spec
+        dropped = set(state.dropped_groups)
+        groups = [
+            g
+            for i in range(len(state.tasks))
+            if (g := group_id(spec.campaign_id, state.epoch, i)) not in dropped
+        ]
+        if not groups:  # every group tied (dapo-filter): nothing to learn from this epoch
+            self.log.info(
+                "update_skipped",
+                campaign_id=spec.campaign_id,
+                epoch=state.epoch,
+                reason="every group dropped",
+            )
+            state = await self.save(
+                spec.campaign_id, lambda s: msgspec.structs.replace(s, phase="done")
+            )
+            await self.record(state, new_checkpoint=None, reason="every group dropped")
+            return
         update = TrainerUpdate(
             update_id=f"{spec.campaign_id}-e{state.epoch}",
             campaign_id=spec.campaign_id,
@@ -543,7 +700,7 @@ class Campaigns:
             base_checkpoint=state.candidate or "",
             settings=spec.trainer,
             source="mixed" if spec.trainer.offline_fraction > 0 else "online",
-            group_ids=[group_id(spec.campaign_id, state.epoch, i) for i in range(len(state.tasks))],
+            group_ids=groups,
             since=state.epoch_started_at - 1.0,
         )
         new_checkpoint: str | None = None

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 
 import msgspec
 
+from aios_rl.rollouts import account_add, continuation_id, initial_runs
 from contracts import (
+    BranchInfo,
+    BranchOrder,
     CampaignSpec,
     CampaignState,
     Decision,
@@ -24,6 +27,7 @@ from contracts import (
     Episode,
     EpochArrivals,
     RolloutJob,
+    RolloutSummary,
     Verdict,
 )
 
@@ -35,8 +39,12 @@ __all__ = [
     "episode_deadline_s",
     "episode_id",
     "group_id",
+    "new_tasks_available",
     "plan_jobs",
+    "resample_tasks",
+    "round_runs",
     "sample_tasks",
+    "scheduled_ids",
     "split_counts",
 ]
 
@@ -98,38 +106,160 @@ def episode_id(campaign_id: str, epoch: int, index: int, role: str, k: int) -> s
     return f"{campaign_id}-e{epoch}-t{index}-{tag}{k}"
 
 
-def plan_jobs(spec: CampaignSpec, state: CampaignState, *, deadline: float) -> list[RolloutJob]:
-    """Every job of the epoch in ``state``: rollouts under the candidate, reference runs under
-    the reference, seeds fixed by (campaign seed, epoch, task, run)."""
-    assert state.candidate is not None and state.reference is not None
-    jobs: list[RolloutJob] = []
-    for i, entry in enumerate(state.tasks):
-        env, task_id = entry.split("/", 1)
-        runs = [("rollout", k, state.candidate) for k in range(spec.group_size)]
-        runs += [("reference", k, state.reference) for k in range(spec.reference_runs)]
-        for role, k, ckpt in runs:
-            eid = episode_id(spec.campaign_id, state.epoch, i, role, k)
-            jobs.append(
-                RolloutJob(
-                    job_id=eid,
-                    episode_id=eid,
-                    environment=env,  # type: ignore[arg-type]
-                    task_id=task_id,
-                    campaign_id=spec.campaign_id,
-                    epoch=state.epoch,
-                    group_id=group_id(spec.campaign_id, state.epoch, i)
-                    if role == "rollout"
-                    else "",
-                    role=role,  # type: ignore[arg-type]
-                    checkpoint_id=ckpt,
-                    seed=random.Random(f"{spec.seed}:{eid}").randrange(2**31),
-                    regime=spec.regime,
-                    deadline=deadline,
-                    split=spec.split,
-                    reference_checkpoint=state.reference if role == "rollout" else "",
-                )
+@dataclass(frozen=True)
+class Run:
+    """One episode an epoch schedules: its id, task, role and, for a continuation, its order."""
+
+    episode_id: str
+    task_index: int
+    role: str
+    k: int = 0
+    order: BranchOrder | None = None
+
+
+def round_runs(spec: CampaignSpec, state: CampaignState, rnd: int) -> list[Run]:
+    """The episodes round ``rnd`` of the epoch in ``state`` schedules. Round 0: every task the
+    epoch began with, ``initial_runs`` rollouts and ``reference_runs`` reference runs each.
+    Later rounds: what their orders say (a new task brings its rollouts and reference runs)."""
+    cid, epoch = spec.campaign_id, state.epoch
+    base = state.base_tasks or len(state.tasks)
+
+    def task_runs(i: int) -> list[Run]:
+        runs = [
+            Run(episode_id(cid, epoch, i, "rollout", k), i, "rollout", k)
+            for k in range(initial_runs(spec))
+        ]
+        runs += [
+            Run(episode_id(cid, epoch, i, "reference", k), i, "reference", k)
+            for k in range(spec.reference_runs)
+        ]
+        return runs
+
+    if rnd == 0:
+        return [r for i in range(min(base, len(state.tasks))) for r in task_runs(i)]
+    out: list[Run] = []
+    for o in state.orders:
+        if o.round != rnd:
+            continue
+        if o.kind == "task":
+            out.extend(task_runs(o.task_index))
+        elif o.kind == "fresh":
+            out.extend(
+                Run(episode_id(cid, epoch, o.task_index, "rollout", k), o.task_index, "rollout", k)
+                for k in range(o.first, o.first + o.count)
             )
+        else:
+            out.extend(
+                Run(continuation_id(o.parent_episode_id, o.step, k), o.task_index, "rollout", k, o)
+                for k in range(o.first, o.first + o.count)
+            )
+    return out
+
+
+def scheduled_ids(spec: CampaignSpec, state: CampaignState) -> set[str]:
+    """Every episode the epoch has scheduled up to its current round."""
+    return {r.episode_id for rnd in range(state.round + 1) for r in round_runs(spec, state, rnd)}
+
+
+def plan_jobs(
+    spec: CampaignSpec,
+    state: CampaignState,
+    *,
+    deadline: float,
+    rnd: int | None = None,
+    parents: Mapping[str, RolloutSummary] | None = None,
+) -> list[RolloutJob]:
+    """The jobs of round ``rnd`` (default: the state's current round): rollouts under the
+    candidate, reference runs under the reference, seeds fixed by (campaign seed, episode).
+    A continuation replays its parent's first ``step`` actions (from ``parents``, the parents'
+    summaries) in its parent's environment (same seed) and samples afresh after them.
+
+    Raises ``KeyError`` when a continuation's parent is not in ``parents``."""
+    assert state.candidate is not None and state.reference is not None
+    rnd = state.round if rnd is None else rnd
+    jobs: list[RolloutJob] = []
+    for run in round_runs(spec, state, rnd):
+        env, task_id = state.tasks[run.task_index].split("/", 1)
+        rollout = run.role == "rollout"
+        seed = random.Random(f"{spec.seed}:{run.episode_id}").randrange(2**31)
+        extra: dict[str, object] = {}
+        if run.order is not None and run.order.kind == "branch":
+            o = run.order
+            parent = (parents or {})[o.parent_episode_id]
+            extra = {
+                "prefix": list(parent.actions[: o.step]),
+                "sampling_seed": seed,
+                "branch": BranchInfo(
+                    parent_episode_id=o.parent_episode_id,
+                    branch_step=o.step,
+                    budget=o.count,
+                    regime=o.regime,
+                    decided_by=o.decided_by,
+                    round=o.round,
+                ),
+            }
+            seed = parent.seed  # the parent's environment, so the prefix replays exactly
+        jobs.append(
+            RolloutJob(
+                job_id=run.episode_id,
+                episode_id=run.episode_id,
+                environment=env,  # type: ignore[arg-type]
+                task_id=task_id,
+                campaign_id=spec.campaign_id,
+                epoch=state.epoch,
+                group_id=group_id(spec.campaign_id, state.epoch, run.task_index) if rollout else "",
+                role=run.role,  # type: ignore[arg-type]
+                checkpoint_id=state.candidate if rollout else state.reference,
+                seed=seed,
+                regime=run.order.regime if run.order is not None else spec.regime,
+                deadline=deadline,
+                split=spec.split,
+                reference_checkpoint=state.reference if rollout else "",
+                **extra,  # type: ignore[arg-type]
+            )
+        )
     return jobs
+
+
+def resample_tasks(
+    spec: CampaignSpec,
+    epoch: int,
+    available: Mapping[str, Sequence[str]],
+    used: Sequence[str],
+    n: int,
+) -> list[str]:
+    """``n`` more tasks for the epoch (``dapo-filter``), none it already has, drawn by the
+    environments' ratio from what is left, seeded by (campaign seed, epoch, how many it has)."""
+    taken = set(used)
+    left = {
+        env: sorted(t for t in available.get(env, ()) if f"{env}/{t}" not in taken)
+        for env in spec.environments
+    }
+    rng = random.Random(f"{spec.seed}:{epoch}:resample:{len(used)}")
+    out: list[str] = []
+    weights = {e: w for e, w in spec.environments.items() if w > 0}
+    while len(out) < n:
+        envs = [e for e in sorted(weights) if left.get(e)]
+        if not envs:
+            break
+        env = rng.choices(envs, weights=[weights[e] for e in envs])[0]
+        pick = left[env].pop(rng.randrange(len(left[env])))
+        out.append(f"{env}/{pick}")
+    return out
+
+
+def new_tasks_available(
+    spec: CampaignSpec, available: Mapping[str, Sequence[str]], used: Sequence[str]
+) -> int:
+    """How many tasks of the campaign's environments the epoch has not drawn yet."""
+    taken = set(used)
+    return sum(
+        1
+        for env, w in spec.environments.items()
+        if w > 0
+        for t in available.get(env, ())
+        if f"{env}/{t}" not in taken
+    )
 
 
 MAX_ABS_REWARD = 1e6
@@ -149,9 +279,10 @@ def add_arrival(arrivals: EpochArrivals, ep: Episode) -> EpochArrivals | None:
     if ep.episode_id in arrivals.episode_ids:
         return None
     ids = [*arrivals.episode_ids, ep.episode_id]
+    account = account_add(arrivals.account, ep)
     if ep.role != "rollout":
         return msgspec.structs.replace(
-            arrivals, episode_ids=ids, references=arrivals.references + 1
+            arrivals, episode_ids=ids, references=arrivals.references + 1, account=account
         )
     old = arrivals.per_env.get(ep.environment, EnvEpochStats())
     reward = bounded_reward(ep.reward if ep.reward is not None else ep.env_reward)
@@ -172,6 +303,7 @@ def add_arrival(arrivals: EpochArrivals, ep: Episode) -> EpochArrivals | None:
         episode_ids=ids,
         per_env={**arrivals.per_env, ep.environment: new},
         verdicts=verdicts,
+        account=account,
     )
 
 
