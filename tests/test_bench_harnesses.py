@@ -54,3 +54,31 @@ def test_chaos_quick_kills_the_server_and_the_campaign_and_loses_nothing(tmp_pat
     assert res["scheduled"] > 0 and res["received"] == res["scheduled"] and res["lost"] == 0
     assert res["duplicated"] == 0 and res["compared_messages"] == res["scheduled"]
     assert done.returncode == 0, done.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_strategies_quick_trains_every_arm_on_its_rollout_budget(tmp_path: Path) -> None:
+    out = tmp_path / "strategies.md"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "strategies.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+    )
+    assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = {r["name"]: r for r in json.loads(out.with_suffix(".json").read_text())["rows"]}
+    spent = {
+        arm: rows[f"{arm}: rollouts consumed per seed"]
+        for arm in ("uniform-4", "entropy", "dapo-filter")
+    }
+    uniform_8 = spent["entropy"]["baseline"]
+    assert uniform_8 > 0
+    assert spent["entropy"]["ours"] == uniform_8  # branching spends the same M = 8 per task
+    assert spent["uniform-4"]["ours"] * 2 == uniform_8
+    assert spent["dapo-filter"]["ours"] >= spent["uniform-4"]["ours"]  # plus resampled tasks
+    for arm in spent:
+        assert f"{arm}: held-out success after training, pooled" in rows

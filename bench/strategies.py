@@ -1,0 +1,725 @@
+"""Rollout-strategy benchmark: for the same training run, which way of spending rollouts teaches
+the tiny student most about shell tasks it never saw, and at what cost?
+
+Four arms, each a fresh tiny student per seed (the same initial weights for every arm of a seed),
+trained for the same epochs on the same train tasks (the campaign's ``sample_tasks``, seeded by
+(seed, epoch), whatever the strategy):
+
+``uniform-8``
+    GRPO groups of 8 rollouts per task (the baseline every ratio is taken against).
+``uniform-4``
+    GRPO groups of 4.
+``entropy``
+    ARPO's entropy branching with a budget of 8 rollouts per task: 4 base rollouts, then rounds
+    that branch continuations where the entropy rises (``aios_rl.rollouts``, default settings).
+``dapo-filter``
+    Groups of 4; a group whose rewards all tie is left out of the update and a newly drawn task
+    takes its place (DAPO's dynamic sampling, up to ``tasks_per_epoch`` new tasks an epoch); an
+    epoch where every group ties makes no update.
+
+The loop is the campaign's, in one process and without NATS: round 0 runs every task's base
+rollouts, then ``aios_rl.rollouts.plan_round`` plans round after round from what came back
+(continuations, fresh rollouts, new tasks) until it plans nothing, as the campaign service's
+``collect`` does. Jobs come from the campaign's ``plan_jobs`` (episode ids, seeds, prefixes, branch
+info) and run through the runner's step loop (``aios_rl.envs.loop.run_steps``) in the real sandbox
+(``ShellEpisode``): a continuation opens its parent's environment, replays the parent's first
+``step`` actions (marked ``replayed``, no policy call) and samples afresh after them. Every arm of a
+seed uses the same campaign id, so base rollouts with the same number share their seeds across
+arms. The oracle teacher judges every rollout for hints and one update per epoch follows the trainer
+service's configuration, as in ``bench/learning.py``.
+
+Measured per arm and seed: held-out success (one near-greedy episode, temperature 0.1, seeded, per
+held-out task) before training (shared by the arms of a seed), after half the epochs and at the end;
+rollouts consumed (base + continuations), environment steps sampled and replayed, policy calls,
+the training's wall time (held-out scoring excluded) and the mean group contrast ``I(Y)`` before
+and after continuations. Results: ``bench/results/strategies.md`` / ``.json`` (ratios of each arm
+against ``uniform-8``) and ``strategies.png`` (held-out success against rollouts consumed).
+
+Run from the repo root:
+
+    .venv/bin/python bench/strategies.py            # ~10 min; results in bench/results/strategies.md
+    .venv/bin/python bench/strategies.py --quick    # ~30 s smoke run (one seed, 2 epochs)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import _common
+import msgspec
+import torch
+from learning import paired_difference, taught
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from rich.console import Console
+from rich.table import Table
+
+from aios_rl.cli.evaluation import wilson
+from aios_rl.envs.loop import run_steps
+from aios_rl.envs.runner import completed_episode
+from aios_rl.envs.shell.adapter import ShellEnv
+from aios_rl.envs.shell.episode import ShellEnvConfig, ShellEpisode
+from aios_rl.envs.shell.generate import generate
+from aios_rl.envs.shell.sandbox import Executor, policy_executor
+from aios_rl.envs.shell.verify import RunCache, default_cache_dir
+from aios_rl.rollouts import (
+    Group,
+    account_add,
+    group_contrasts,
+    plan_round,
+    summarize,
+    tied,
+    validate,
+)
+from aios_rl.student import load_student, new_student
+from aios_rl.student.base import Decision, Regime, StudentBackend
+from aios_rl.student.train import build_batch, update
+from contracts import (
+    ActRequest,
+    ActResponse,
+    BranchingSettings,
+    BranchOrder,
+    CampaignSpec,
+    CampaignState,
+    DecodingRegime,
+    Episode,
+    GroupContrast,
+    RolloutAccount,
+    RolloutJob,
+    RolloutStrategy,
+    RolloutSummary,
+    ShellTask,
+    TrainerSettings,
+    TrajectoryStep,
+)
+from services.campaign.logic import (
+    group_id,
+    new_tasks_available,
+    plan_jobs,
+    resample_tasks,
+    sample_tasks,
+)
+from services.trainer.logic import update_config
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one run of the benchmark does (every arm runs with the same settings)."""
+
+    seeds: tuple[int, ...]
+    """Initial weights, task draws and update order of each run (one run per arm and seed)."""
+    epochs: int
+    """Updates per run (held-out success is also scored after ``epochs // 2``)."""
+    tasks_per_epoch: int
+    """Train tasks an epoch begins with (``dapo-filter`` may draw as many more)."""
+    train_tasks: int
+    """Size of the train split generated."""
+    heldout_tasks: int
+    """Size of the held-out split generated (one scoring episode each)."""
+    learning_rate: float
+    """Adam step size of every update."""
+    workers: int = 2
+    """Episodes run at once (sandboxed commands in parallel; the student's calls serialised)."""
+
+
+FULL = Settings(
+    seeds=(0, 1, 2),
+    epochs=6,
+    tasks_per_epoch=6,
+    train_tasks=60,
+    heldout_tasks=30,
+    learning_rate=3e-3,
+)
+QUICK = Settings(
+    seeds=(0,),
+    epochs=2,
+    tasks_per_epoch=3,
+    train_tasks=12,
+    heldout_tasks=6,
+    learning_rate=3e-3,
+)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One way of spending an epoch's rollouts."""
+
+    name: str
+    strategy: RolloutStrategy
+    group_size: int
+    """Rollouts per task (M), base rollouts and continuations together."""
+    branching: BranchingSettings = field(default_factory=BranchingSettings)
+
+
+ARMS = (
+    Arm("uniform-8", "uniform", 8),
+    Arm("uniform-4", "uniform", 4),
+    Arm("entropy", "entropy", 8, BranchingSettings(initial=4)),
+    Arm("dapo-filter", "dapo-filter", 4),
+)
+BASELINE = "uniform-8"
+EVAL_REGIME = DecodingRegime(temperature=0.1)
+MAX_STEPS = ShellEnvConfig().max_steps
+
+
+def arm_spec(arm: Arm, seed: int, s: Settings) -> CampaignSpec:
+    """The campaign spec an arm plans with; one campaign id per seed, shared by the arms."""
+    spec = CampaignSpec(
+        campaign_id=f"strategies-s{seed}",
+        tasks_per_epoch=s.tasks_per_epoch,
+        group_size=arm.group_size,
+        epochs=s.epochs,
+        rollout_strategy=arm.strategy,
+        branching=arm.branching,
+        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed),
+        seed=seed,
+        reference_runs=0,
+    )
+    validate(spec)
+    return spec
+
+
+def arm_label(arm: Arm) -> str:
+    """An arm's strategy and budget in a few words (for the settings line)."""
+    b = arm.branching
+    if arm.strategy == "entropy":
+        return (
+            f"{arm.name}: entropy M={arm.group_size} N={b.initial} Z={b.branch_width} "
+            f"beta={b.beta} tau={b.tau} rounds<={b.max_rounds}"
+        )
+    if arm.strategy == "dapo-filter":
+        return (
+            f"{arm.name}: dapo-filter M={arm.group_size} cap={b.resample_cap or 'tasks_per_epoch'}"
+        )
+    return f"{arm.name}: uniform M={arm.group_size}"
+
+
+class Actor:
+    """Runs rollout jobs of one student in the sandbox through the runner's step loop,
+    ``workers`` at a time: the student acts on the event loop (its calls are serialised), the
+    sandboxed commands run in worker threads."""
+
+    def __init__(
+        self,
+        model: StudentBackend,
+        executor: Executor,
+        tasks: dict[str, ShellTask],
+        workers: int,
+    ) -> None:
+        self.model = model
+        self.executor = executor
+        self.tasks = tasks
+        self.slots = asyncio.Semaphore(workers)
+
+    async def act(self, req: ActRequest) -> ActResponse:
+        decision = Decision(req.observation, tuple(req.candidates), seed=req.seed)
+        regime = Regime(req.regime.temperature, req.regime.top_p)
+        out = self.model.act([decision], regime)[0]
+        return ActResponse(
+            action=out.action,
+            action_index=out.action_index,
+            logprob=out.logprob,
+            entropy=out.entropy,
+            value=out.value,
+            top1_prob=out.top1_prob,
+            margin=out.margin,
+        )
+
+    async def episode(self, job: RolloutJob) -> Episode:
+        task = self.tasks[job.task_id]
+        max_steps = min(job.max_steps, MAX_STEPS)
+        async with self.slots:
+            started = time.time()
+            shell = await asyncio.to_thread(
+                ShellEpisode, task, self.executor, seed=job.seed, max_steps=max_steps
+            )
+            env = ShellEnv(shell)
+            steps: list[TrajectoryStep] = []
+            try:
+                checkpoint = await run_steps(env, job, self.act, steps, max_steps=max_steps)
+                result = env.result()
+            finally:
+                await env.close()
+        return completed_episode(
+            job,
+            checkpoint=checkpoint,
+            trajectory=steps,
+            outcome=result.outcome,
+            reward=result.reward,
+            info=result.info,
+            started=started,
+        )
+
+    async def many(self, jobs: list[RolloutJob]) -> list[Episode]:
+        return list(await asyncio.gather(*(self.episode(j) for j in jobs)))
+
+
+async def score(actor: Actor, tasks: list[ShellTask], tag: str) -> list[float]:
+    """Near-greedy success (1/0) per held-out task, seeded by task position (as learning.py)."""
+    jobs = [
+        RolloutJob(
+            job_id=f"{tag}{i}",
+            episode_id=f"{tag}{i}",
+            environment="shell",
+            task_id=t.task_id,
+            seed=7_000 + i,
+            regime=EVAL_REGIME,
+            split="heldout",
+        )
+        for i, t in enumerate(tasks)
+    ]
+    return [1.0 if ep.outcome == "success" else 0.0 for ep in await actor.many(jobs)]
+
+
+# -- one epoch's collection, as the campaign service runs it --------------------------------------
+
+
+def groups_of(state: CampaignState, summaries: dict[str, RolloutSummary]) -> list[Group]:
+    """The epoch's tasks as groups of their rollouts (the campaign handler's ``_groups``)."""
+    spec = state.spec
+    index = {group_id(spec.campaign_id, state.epoch, i): i for i in range(len(state.tasks))}
+    members: dict[str, list[RolloutSummary]] = {g: [] for g in index}
+    for s in sorted(summaries.values(), key=lambda s: s.episode_id):
+        if s.group_id in members:
+            members[s.group_id].append(s)
+    return [Group(index[g], g, members[g]) for g in sorted(index, key=index.__getitem__)]
+
+
+def plan_next(
+    state: CampaignState,
+    summaries: dict[str, RolloutSummary],
+    available: dict[str, list[str]],
+) -> tuple[list[BranchOrder], list[str]] | None:
+    """The next round's orders and the new tasks they bring, ``None`` when it plans none (the
+    campaign handler's ``_plan``)."""
+    spec = state.spec
+    if spec.rollout_strategy == "uniform":
+        return None
+    orders = plan_round(
+        spec,
+        state.round + 1,
+        groups_of(state, summaries),
+        orders=state.orders,
+        base_tasks=state.base_tasks,
+        tasks=len(state.tasks),
+        new_tasks_available=new_tasks_available(spec, available, state.tasks),
+    )
+    orders = [
+        o
+        for o in orders
+        if o.kind != "branch"
+        or (o.parent_episode_id in summaries and summaries[o.parent_episode_id].actions)
+    ]
+    if not orders:
+        return None
+    n_new = sum(1 for o in orders if o.kind == "task")
+    new_tasks = resample_tasks(spec, state.epoch, available, state.tasks, n_new)
+    orders = [
+        o for o in orders if o.kind != "task" or o.task_index < len(state.tasks) + len(new_tasks)
+    ]
+    return (orders, new_tasks) if orders else None
+
+
+async def collect(
+    actor: Actor, spec: CampaignSpec, epoch: int, available: dict[str, list[str]]
+) -> tuple[list[Episode], CampaignState]:
+    """Every rollout of one epoch, round by round, and the epoch's final state (its tasks, rounds
+    and orders)."""
+    tasks = sample_tasks(spec, epoch, available)
+    state = CampaignState(
+        spec=spec,
+        epoch=epoch,
+        tasks=tasks,
+        base_tasks=len(tasks),
+        candidate="student",
+        reference="student",
+    )
+    arrived: dict[str, Episode] = {}
+    summaries: dict[str, RolloutSummary] = {}
+    while True:
+        jobs = plan_jobs(spec, state, deadline=0.0, parents=summaries)
+        for ep in await actor.many([j for j in jobs if j.role == "rollout"]):
+            arrived[ep.episode_id] = ep
+            summaries[ep.episode_id] = summarize(ep)
+        nxt = plan_next(state, summaries, available)
+        if nxt is None:
+            return list(arrived.values()), state
+        orders, new_tasks = nxt
+        state = msgspec.structs.replace(
+            state,
+            round=state.round + 1,
+            orders=[*state.orders, *orders],
+            tasks=[*state.tasks, *new_tasks],
+        )
+
+
+# -- one run: an arm, a seed ---------------------------------------------------------------------
+
+
+async def train_arm(
+    arm: Arm,
+    seed: int,
+    s: Settings,
+    weights: bytes,
+    tasks: dict[str, ShellTask],
+    train: list[ShellTask],
+    heldout: list[ShellTask],
+    executor: Executor,
+    log: Callable[[str], None],
+) -> dict:
+    spec = arm_spec(arm, seed, s)
+    torch.manual_seed(seed)
+    model = load_student(weights)
+    actor = Actor(model, executor, tasks, s.workers)
+    config = update_config(spec.trainer)
+    available = {"shell": sorted(t.task_id for t in train)}
+    account = RolloutAccount(strategy=arm.strategy)
+    contrasts: list[GroupContrast] = []
+    mid_epoch = max(1, s.epochs // 2)
+    mid: list[float] = []
+    rollouts_mid = 0
+    curve: list[float] = []
+    rounds = updates = new_tasks = 0
+    wall = 0.0
+    for epoch in range(s.epochs):
+        started = time.perf_counter()
+        episodes, state = await collect(actor, spec, epoch, available)
+        summaries = [summarize(ep) for ep in episodes]
+        groups = groups_of(state, {x.episode_id: x for x in summaries})
+        dropped = (
+            {g.group_id for g in groups if tied(g)}
+            if spec.rollout_strategy == "dapo-filter"
+            else set()
+        )
+        contrasts += group_contrasts(summaries, dropped=dropped)
+        for ep in episodes:
+            account = account_add(account, ep)
+        kept = [taught(ep, tasks[ep.task_id]) for ep in episodes if ep.group_id not in dropped]
+        if kept:  # dapo-filter: no update when every group tied
+            reference = load_student(model.to_bytes())  # the weights before the update
+            update(model, reference, build_batch(kept, config=config), config)
+            updates += 1
+        wall += time.perf_counter() - started
+        rounds += state.round
+        new_tasks += len(state.tasks) - state.base_tasks
+        rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
+        curve.append(rate)
+        log(
+            f"seed {seed} {arm.name} epoch {epoch}: {len(episodes)} rollouts in {state.round + 1} "
+            f"round(s), {rate:.0%} succeeded, {len(dropped)} group(s) dropped"
+        )
+        if epoch + 1 == mid_epoch:
+            mid = await score(actor, heldout, f"mid-{arm.name}-")
+            rollouts_mid = account.base + account.continuations
+    after = await score(actor, heldout, f"after-{arm.name}-")
+    log(
+        f"seed {seed} {arm.name}: held-out success mid {statistics.fmean(mid):.0%}, "
+        f"after {statistics.fmean(after):.0%}"
+    )
+    return {
+        "mid": mid,
+        "after": after,
+        "mid_epoch": mid_epoch,
+        "rollouts_mid": rollouts_mid,
+        "rollouts": account.base + account.continuations,
+        "base": account.base,
+        "continuations": account.continuations,
+        "steps_sampled": account.steps_sampled,
+        "steps_replayed": account.steps_replayed,
+        "policy_calls": account.policy_calls,
+        "contrast_before": statistics.fmean(c.before for c in contrasts),
+        "contrast_after": statistics.fmean(c.after for c in contrasts),
+        "groups": len(contrasts),
+        "dropped": sum(c.dropped for c in contrasts),
+        "new_tasks": new_tasks,
+        "rounds": rounds,
+        "updates": updates,
+        "train_curve": curve,
+        "wall_s": wall,
+    }
+
+
+async def measure(s: Settings, log: Callable[[str], None]) -> dict:
+    torch.set_num_threads(1)
+    executor = policy_executor()
+    cache = RunCache(default_cache_dir())
+    log(f"generating {s.train_tasks} train and {s.heldout_tasks} held-out tasks (cached)")
+    train = generate(s.train_tasks, 0, "train", cache=cache)
+    heldout = generate(s.heldout_tasks, 0, "heldout", cache=cache)
+    tasks = {t.task_id: t for t in [*train, *heldout]}
+    out: dict = {}
+    for seed in s.seeds:
+        torch.manual_seed(seed)
+        weights = new_student("tiny", seed=seed).to_bytes()
+        before = await score(
+            Actor(load_student(weights), executor, tasks, s.workers), heldout, "before"
+        )
+        log(f"seed {seed}: untrained held-out success {statistics.fmean(before):.0%}")
+        out[str(seed)] = {
+            "before": before,
+            "arms": {
+                arm.name: await train_arm(
+                    arm, seed, s, weights, tasks, train, heldout, executor, log
+                )
+                for arm in ARMS
+            },
+        }
+    return out
+
+
+# -- results -------------------------------------------------------------------------------------
+
+COUNTS = (
+    "rollouts",
+    "rollouts_mid",
+    "base",
+    "continuations",
+    "steps_sampled",
+    "steps_replayed",
+    "policy_calls",
+    "contrast_before",
+    "contrast_after",
+    "groups",
+    "dropped",
+    "new_tasks",
+    "rounds",
+    "updates",
+    "wall_s",
+)
+"""The numbers of a run that pool as a mean over seeds."""
+
+
+def before_all(res: dict) -> list[float]:
+    """The untrained student's held-out successes over every (seed, task)."""
+    return [x for r in res.values() for x in r["before"]]
+
+
+def pooled(res: dict, arm: str) -> dict:
+    """One arm over every seed: held-out successes over every (seed, task), counts as the mean
+    per seed."""
+    runs = [r["arms"][arm] for r in res.values()]
+    out: dict = {k: statistics.fmean(a[k] for a in runs) for k in COUNTS}
+    out["mid"] = [x for a in runs for x in a["mid"]]
+    out["after"] = [x for a in runs for x in a["after"]]
+    return out
+
+
+def seeds_of(res: dict, arm: str, key: str) -> dict[str, list[float]]:
+    """Per-seed values of ``key`` for the arm and the baseline (kept in the JSON)."""
+    return {
+        "ours": [float(r["arms"][arm][key]) for r in res.values()],
+        "baseline": [float(r["arms"][BASELINE][key]) for r in res.values()],
+    }
+
+
+def print_tables(res: dict, console: Console) -> None:
+    """Per arm and seed (and pooled over seeds when there are several): held-out success and what
+    training cost; the groups' contrast and what the strategy did with them."""
+    success = Table(title="held-out success (before / mid / after training) and training cost")
+    groups = Table(title="groups: reward contrast I(Y), base rollouts -> all rollouts")
+    for table, cols in (
+        (success, ("seed", "before", "mid", "after", "rollouts", "steps", "wall s")),
+        (groups, ("seed", "I(Y)", "dropped", "new tasks", "rounds", "updates")),
+    ):
+        table.add_column("arm", min_width=len("dapo-filter"))
+        for col in cols:
+            table.add_column(col, justify="right")
+    for arm in ARMS:
+        runs = [(seed, r["before"], r["arms"][arm.name]) for seed, r in res.items()]
+        if len(runs) > 1:
+            runs.append(("pooled", before_all(res), pooled(res, arm.name)))
+        for seed, before, a in runs:
+            success.add_row(
+                arm.name,
+                seed,
+                *(f"{statistics.fmean(x):.0%}" for x in (before, a["mid"], a["after"])),
+                f"{a['rollouts']:.0f}",
+                f"{a['steps_sampled']:.0f}+{a['steps_replayed']:.0f}",
+                f"{a['wall_s']:.1f}",
+            )
+            groups.add_row(
+                arm.name,
+                seed,
+                f"{a['contrast_before']:.3f}->{a['contrast_after']:.3f}",
+                f"{a['dropped']:.0f}/{a['groups']:.0f}",
+                *(f"{a[k]:.0f}" for k in ("new_tasks", "rounds", "updates")),
+            )
+    console.print(success)
+    console.print(groups)
+    console.print(
+        "[dim]steps: sampled + replayed. pooled: success over every (seed, task); counts and "
+        "seconds are means per seed[/dim]"
+    )
+
+
+def plot(res: dict, path: Path) -> None:
+    """Held-out success against cumulative rollouts consumed (0, mid, end): the mean over seeds
+    per arm as a line, each seed's points faint."""
+    fig = Figure(figsize=(7, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    colors = ("tab:blue", "tab:orange", "tab:green", "tab:red")
+    for arm, color in zip(ARMS, colors, strict=True):
+        xs, ys = [], []
+        for r in res.values():
+            a = r["arms"][arm.name]
+            x = [0, a["rollouts_mid"], a["rollouts"]]
+            y = [statistics.fmean(v) for v in (r["before"], a["mid"], a["after"])]
+            ax.scatter(x, y, color=color, alpha=0.25, s=18, linewidths=0)
+            xs.append(x)
+            ys.append(y)
+        mean_x = [statistics.fmean(col) for col in zip(*xs, strict=True)]
+        mean_y = [statistics.fmean(col) for col in zip(*ys, strict=True)]
+        ax.plot(mean_x, mean_y, marker="o", color=color, label=arm.name)
+    ax.set_xlabel("rollouts consumed (base + continuations, cumulative)")
+    ax.set_ylabel("held-out success (T=0.1)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f"Rollout strategies: held-out success vs rollouts ({len(res)} seed(s))")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def compare(res: dict, arm: str) -> list[_common.Row]:
+    """``arm`` against the baseline: held-out success at the end and mid-training, costs, and
+    the groups' contrast."""
+    ours, base = pooled(res, arm), pooled(res, BASELINE)
+    mid_epoch = next(iter(res.values()))["arms"][arm]["mid_epoch"]
+    rows = [
+        _common.Row(
+            f"{arm}: held-out success after training, pooled",
+            "rate",
+            statistics.fmean(ours["after"]),
+            statistics.fmean(base["after"]),
+            samples={"ours": ours["after"], "baseline": base["after"]},
+        ),
+        _common.Row(
+            f"{arm}: held-out success after {mid_epoch} epoch(s), pooled",
+            "rate",
+            statistics.fmean(ours["mid"]),
+            statistics.fmean(base["mid"]),
+            samples={"ours": ours["mid"], "baseline": base["mid"]},
+        ),
+    ]
+    for key, what, unit in (
+        ("rollouts", "rollouts consumed", "rollouts"),
+        ("steps_sampled", "env steps sampled", "steps"),
+        ("policy_calls", "policy calls", "calls"),
+        ("wall_s", "training wall time", "s"),
+    ):
+        rows.append(
+            _common.Row(
+                f"{arm}: {what} per seed",
+                unit,
+                ours[key],
+                base[key],
+                higher_is_better=False,
+                samples=seeds_of(res, arm, key),
+            )
+        )
+    rows.append(
+        _common.Row(
+            f"{arm}: mean group contrast I(Y), all rollouts",
+            "variance",
+            ours["contrast_after"],
+            base["contrast_after"],
+            samples=seeds_of(res, arm, "contrast_after"),
+        )
+    )
+    return rows
+
+
+def arm_notes(res: dict, s: Settings) -> list[str]:
+    """Per arm, in words: held-out success with intervals and what its training spent; per
+    contender, the paired difference with the baseline."""
+    n = len(before_all(res))
+    untrained = wilson(int(sum(before_all(res))), n).pct()
+    base_after = pooled(res, BASELINE)["after"]
+    notes = [f"Untrained held-out success (shared by every arm of a seed): {untrained}."]
+    for arm in ARMS:
+        p = pooled(res, arm.name)
+        notes.append(
+            f"{arm.name}: held-out success mid {wilson(int(sum(p['mid'])), n).pct()}, after "
+            f"{wilson(int(sum(p['after'])), n).pct()}; per seed {p['rollouts']:.0f} rollouts "
+            f"({p['base']:.0f} base + {p['continuations']:.0f} continuations), "
+            f"{p['steps_sampled']:.0f} steps sampled + {p['steps_replayed']:.0f} replayed, "
+            f"{p['updates']:.1f}/{s.epochs} updates, {p['rounds']:.1f} planning rounds, "
+            f"{p['new_tasks']:.1f} tasks drawn for tied groups, {p['dropped']:.1f}/"
+            f"{p['groups']:.1f} groups left out of the update; mean group contrast I(Y) "
+            f"{p['contrast_before']:.3f} over base rollouts, {p['contrast_after']:.3f} over all."
+        )
+        if arm.name == BASELINE:
+            continue
+        diff, low, high = paired_difference(list(zip(base_after, p["after"], strict=True)))
+        verdict = "beyond noise" if low > 0 or high < 0 else "not beyond noise"
+        notes.append(
+            f"{arm.name} - {BASELINE}, held-out success after training, paired over (seed, task): "
+            f"{diff:+.3f}, bootstrap 95 % interval [{low:+.3f}, {high:+.3f}] ({verdict})."
+        )
+    return notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    _, s, out = _common.bench_args(
+        "strategies", __doc__, "~30 s", full=FULL, quick=QUICK, argv=argv
+    )
+    console = Console()
+    res, machine, elapsed = _common.run(
+        lambda log: measure(s, log), ["torch", "matplotlib"], console
+    )
+    print_tables(res, console)
+    rows = [row for arm in ARMS if arm.name != BASELINE for row in compare(res, arm.name)]
+    _common.print_rows(f"strategies: each arm vs {BASELINE}", rows, "arm", BASELINE, console)
+    png = out.with_suffix(".png")
+    plot(res, png)
+    console.print(f"wrote {png}")
+    notes = [
+        *arm_notes(res, s),
+        f"Ratios: arm / {BASELINE} for held-out success and contrast, {BASELINE} / arm for costs "
+        "(rollouts, steps, calls, seconds): above 1, the arm did better or spent less; inf when "
+        "the denominator is 0. Every arm was measured in the same run, on the same seeds, initial "
+        "weights and epoch tasks.",
+        f"{len(res)} seed(s) x {s.heldout_tasks} held-out tasks: held-out success is a small "
+        "sample; read it with the Wilson and paired bootstrap intervals above. Nothing here is "
+        "claimed beyond these numbers.",
+        "Training: the campaign's rounds in one process (no NATS, no comparison gate, no teacher "
+        "reward shaping): plan_jobs, plan_round and resample_tasks as the campaign service calls "
+        "them, episodes through the runner's step loop in the sandbox at temperature 1, oracle "
+        "teacher hints distilled (a continuation's replayed prefix is judged too, as in the "
+        "stack), one update per epoch with the trainer service's configuration; dapo-filter's "
+        "tied groups are left out of the update. Evaluation: one near-greedy (T=0.1) episode per "
+        "held-out task, seeded; the same seeds for every arm.",
+        "Wall time was measured on a shared 2-core machine (another developer was running tests; "
+        "see the load averages above): compare it between the arms of this run only.",
+        f"Plot: {png.name}, held-out success (mean over seeds, each seed's points faint) against "
+        "cumulative rollouts consumed, at 0, mid-training and the end.",
+    ]
+    _common.report(
+        console,
+        out,
+        title="Rollout strategies: held-out success of the tiny student and what its training cost",
+        rows=rows,
+        ours="arm",
+        baseline=BASELINE,
+        machine=machine,
+        settings={
+            **asdict(s),
+            "seeds": list(s.seeds),
+            "arms": [arm_label(a) for a in ARMS],
+        },
+        notes=notes,
+        elapsed_s=elapsed,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
