@@ -72,6 +72,8 @@ class TrajectoryStep(msgspec.Struct, frozen=True, kw_only=True):
     """The policy's probability of its most likely candidate at this step (0: free text)."""
     margin: float = 0.0
     """Its lead over the second most likely candidate (branching reads both)."""
+    token_entropies: list[float] = []
+    """Text students: the next-token entropy at each token of the action (empty otherwise)."""
 
 
 class RewardBreakdown(msgspec.Struct, frozen=True, kw_only=True):

@@ -81,3 +81,6 @@ class ActResponse(Message, frozen=True, kw_only=True):
     """Probability of the most likely candidate under the policy (0 for free text)."""
     margin: float = 0.0
     """Its lead over the second most likely (0 for free text)."""
+    token_entropies: list[float] = []
+    """Text students: the next-token entropy at each token of the chosen action (``entropy``
+    is their mean for free text); empty for the tiny student."""

@@ -317,3 +317,30 @@ def test_accounting_counts_each_rollouts_sampled_and_replayed_steps_once() -> No
     assert (g.base, g.continuations, g.dropped) == (2, 1, True)
     assert g.before == pytest.approx(reward_contrast([1.0, 0.0])) == pytest.approx(0.25)
     assert g.after == pytest.approx(reward_contrast([1.0, 0.0, 1.0])) == pytest.approx(2 / 9)
+
+
+# -- the hidden-state projection RAIL reads -------------------------------------------------------
+
+
+def test_the_hidden_projection_is_fixed_along_a_checkpoint_lineage() -> None:
+    import torch
+
+    from aios_rl.student import load_student, new_student
+    from aios_rl.student.base import Decision, Regime
+    from aios_rl.student.toytask import ToyTask
+    from aios_rl.student.train import UpdateConfig, build_batch, update
+
+    model = new_student("tiny", seed=3)
+    projection = model.summary_projection.clone()
+    d = [Decision("the light shows red", ("press alpha", "press bravo", "press charlie"), seed=1)]
+    (out,) = model.act(d, Regime(1.0), want_hidden=True)
+    assert len(out.hidden) == 8 and all(-1 <= x <= 1 for x in out.hidden)
+    assert model.act(d, Regime(1.0))[0].hidden == []  # only when asked
+    params = [p.detach().clone() for p in model.parameters()]
+    config = UpdateConfig(learning_rate=1e-2, update_epochs=2, minibatch_size=64)
+    episodes = ToyTask(seed=1).rollouts(model, groups=8, group_size=4, tag="h")
+    update(model, None, build_batch(episodes, config=config), config)
+    assert any(not torch.equal(a, b) for a, b in zip(params, model.parameters(), strict=True))
+    child = load_student(model.to_bytes())  # the next checkpoint of the lineage
+    assert torch.equal(child.summary_projection, projection)
+    assert not torch.equal(new_student("tiny", seed=4).summary_projection, projection)

@@ -92,6 +92,10 @@ async def test_an_entropy_campaign_branches_replays_prefixes_and_accounts_for_ev
         ]
         assert c.trajectory[t].candidates == parent.trajectory[t].candidates
         assert not any(s.replayed for s in c.trajectory[t:])
+        # Compared with the reference on the same task, like any rollout.
+        assert c.comparison is not None and parent.comparison is not None
+        assert c.comparison.reference_checkpoint == parent.comparison.reference_checkpoint
+        assert c.comparison.verdict in ("better", "same", "worse")
         differs += [s.action for s in c.trajectory[t:]] != [s.action for s in parent.trajectory[t:]]
     assert differs >= 1, "no continuation left its parent's path after the branch"
     # Every task spent its budget of 4 rollouts (2 base, then continuations or fresh ones).
@@ -106,9 +110,7 @@ async def test_an_entropy_campaign_branches_replays_prefixes_and_accounts_for_ev
     assert acc.strategy == "entropy" and acc.rounds >= 1 and acc.wall_s > 0
     assert acc.base == len(rollouts) - len(continuations)
     assert acc.continuations == len(continuations)
-    assert (acc.steps_sampled, acc.steps_replayed, acc.policy_calls) == (
-        sampled, replayed, sampled
-    )
+    assert (acc.steps_sampled, acc.steps_replayed, acc.policy_calls) == (sampled, replayed, sampled)
     assert acc.references == sum(e.role == "reference" for e in episodes.values()) == 3 * 2
     assert record.received == record.scheduled == len(episodes)
     assert len(record.groups) == 3 and all(g.base >= 2 for g in record.groups)

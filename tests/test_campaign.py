@@ -21,9 +21,11 @@ from aios_rl.student import new_student
 from aios_rl.student.toytask import COLOURS, ToyTask
 from aios_rl.student.train import UpdateConfig, build_batch, update
 from contracts import (
+    BranchingSettings,
     CampaignEvent,
     CampaignSpec,
     CampaignStatus,
+    DecodingRegime,
     Episode,
     Names,
     ResumeCampaign,
@@ -33,6 +35,7 @@ from contracts import (
     TrainerSettings,
 )
 from contracts.subjects import OBJECTS_TASKS
+from services.campaign.handlers import Campaigns
 from services.campaign.logic import decide, sample_tasks, split_counts
 from services.campaign.main import build as build_campaign
 from services.campaign.settings import CampaignSettings
@@ -158,10 +161,10 @@ async def run_campaign(bus: Bus, spec: CampaignSpec, timeout: float) -> list:
 
 def spec_for(cid: str, epochs: int, trainer: TrainerSettings, **kw) -> CampaignSpec:
     kw.setdefault("group_size", 4)
+    kw.setdefault("tasks_per_epoch", 8)
     return CampaignSpec(
         campaign_id=cid,
         environments={"orchestrator": 1.0},
-        tasks_per_epoch=8,
         epochs=epochs,
         trainer=trainer,
         episode_deadline_s=60,
@@ -266,6 +269,41 @@ async def test_destructive_updates_roll_back_to_pre_update_then_last_stable(
     assert ("active", good.checkpoint_id) in moves
     assert pointers.active == good.checkpoint_id and pointers.last_stable == good.checkpoint_id
     assert records[1].new_checkpoint is None  # no training after a rollback
+
+
+@pytest.mark.slow
+async def test_dapo_filter_drops_tied_groups_and_draws_new_tasks_in_their_place(
+    bus: Bus, nats_url: str, names: Names
+) -> None:
+    registry = CheckpointRegistry(bus)
+    good = await registry.store(
+        pretrained_weights(), parent_id=None, created_by="pretrained", algorithm="init"
+    )
+    await registry.init(good.checkpoint_id)
+    async with stack(bus, nats_url, names):
+        # A near-perfect policy, near-greedy: every group succeeds four times out of four.
+        records = await run_campaign(
+            bus,
+            spec_for(
+                "dapo",
+                1,
+                TrainerSettings(seed=0),
+                tasks_per_epoch=3,
+                rollout_strategy="dapo-filter",
+                regime=DecodingRegime(temperature=0.1),
+                branching=BranchingSettings(resample_cap=2),
+            ),
+            120,
+        )
+        state = await Campaigns(bus, CampaignSettings()).state("dapo")
+    (r,) = records
+    assert state is not None and len(state.tasks) == 3 + 2 == len(set(state.tasks))
+    assert [o.kind for o in state.orders] == ["task", "task"]  # the cap: 2 of 3 tied replaced
+    assert r.scheduled == r.received == 5 * (4 + 2)  # each new task with its reference runs
+    assert [g.dropped for g in r.groups] == [True] * 5 and all(g.after == 0 for g in r.groups)
+    assert sorted(state.dropped_groups) == sorted(g.group_id for g in r.groups)
+    assert r.rollouts.strategy == "dapo-filter" and r.rollouts.base == 20
+    assert r.new_checkpoint is None  # every group dropped: nothing to learn from
 
 
 # -- outages and failures -------------------------------------------------------------------------

@@ -201,6 +201,8 @@ def test_free_text_is_written_seeded_and_scored(tokenizer) -> None:
     longest = max(len(tokenizer.convert_ids_to_tokens(i)) for i in range(len(tokenizer)))
     for o in outs:
         assert o.action_index is None and o.logprob < 0 and o.entropy > 0
+        assert o.token_entropies  # one per token of the text as scored
+        assert sum(o.token_entropies) / len(o.token_entropies) == pytest.approx(o.entropy)
         assert len(o.action) <= 5 * longest  # at most max_new_tokens tokens written
     one = student(tokenizer, max_new_tokens=1).act(d, Regime(temperature=1.5))
     singles = {tokenizer.decode([i], skip_special_tokens=True) for i in range(len(tokenizer))}

@@ -90,6 +90,7 @@ async def run_steps(
                 hidden=list(resp.hidden),
                 top1_prob=resp.top1_prob,
                 margin=resp.margin,
+                token_entropies=list(resp.token_entropies),
             )
         await env.step(action)
         steps.append(step)

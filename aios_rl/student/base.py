@@ -72,6 +72,9 @@ class ActOutput:
     margin: float = 0.0
     """Its lead over the second most likely candidate (the top-1 probability with one
     candidate); 0 for free text."""
+    token_entropies: list[float] = field(default_factory=list)
+    """Text students: the entropy of the next-token distribution at each token of the chosen
+    action (for free text ``entropy`` is their mean); empty for students without tokens."""
 
 
 @dataclass

@@ -476,12 +476,14 @@ class HFStudent(nn.Module):
                 index, row, action = None, r.start, texts[i]
                 entropy = float(scored.token_entropy[row].sum() / scored.mask[row].sum())
                 top1, margin = 0.0, 0.0
+            tokens = scored.token_entropy[row][scored.mask[row]]
             out.append(
                 ActOutput(
                     action=action,
                     action_index=index,
                     logprob=float(seq_logp[row]),
                     entropy=entropy,
+                    token_entropies=[float(x) for x in tokens],
                     value=float(values[i]),
                     hidden=[float(x) for x in summary[i]] if summary is not None else [],
                     top1_prob=top1,

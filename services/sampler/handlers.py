@@ -168,4 +168,5 @@ class Sampler:
             hidden=out.hidden if req.want_hidden else [],
             top1_prob=out.top1_prob,
             margin=out.margin,
+            token_entropies=out.token_entropies,
         )
