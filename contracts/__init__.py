@@ -57,7 +57,16 @@ from .episode import (
     TrajectoryStep,
 )
 from .ops import ConsumerStats, DeadLetter, ServiceStatus
-from .rail import CONTEXT_DIM, RailDecideRequest, RailDecision, RailTrace
+from .rail import (
+    CONTEXT_DIM,
+    CONTEXT_LAYOUT,
+    RailCandidate,
+    RailDecideRequest,
+    RailDecision,
+    RailDecisions,
+    RailSettings,
+    RailTrace,
+)
 from .replay import ReplayBatch, ReplaySampleRequest
 from .rollout import ActRequest, ActResponse, RolloutJob
 from .subjects import SCHEMA_HEADER, Names, Topology, topology
@@ -106,7 +115,7 @@ MESSAGES: tuple[type[Message], ...] = (
     RolloutSummary,
     ControlSnapshot,
     RailDecideRequest,
-    RailDecision,
+    RailDecisions,
     RailTrace,
     ReplaySampleRequest,
     ReplayBatch,
@@ -126,6 +135,7 @@ register(*MESSAGES)
 
 __all__ = [
     "CONTEXT_DIM",
+    "CONTEXT_LAYOUT",
     "ENVIRONMENTS",
     "LANES",
     "MAX_DEPTH",
@@ -179,8 +189,11 @@ __all__ = [
     "Outcome",
     "PointerMove",
     "PointerName",
+    "RailCandidate",
     "RailDecideRequest",
     "RailDecision",
+    "RailDecisions",
+    "RailSettings",
     "RailState",
     "RailTrace",
     "ReplayBatch",

@@ -29,6 +29,7 @@ from .subjects import (
     BUCKET_CONTROL,
     BUCKET_LEDGER,
     OBJECTS_EVIDENCE,
+    OBJECTS_RAIL,
     OBJECTS_WEIGHTS,
     STREAM_REPLAY,
     Names,
@@ -208,9 +209,10 @@ def access(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> dict[s
             publishes=(
                 names.rollout_job("*"),
                 names.campaign_event("*"),
+                names.rail_trace(),
                 *events,
             ),
-            requests=(names.comparison_verdict(), names.trainer_update()),
+            requests=(names.comparison_verdict(), names.trainer_update(), names.rail_decide()),
             kv_writes=(
                 checkpoints,
                 names.bucket(BUCKET_CONTROL),
@@ -245,6 +247,14 @@ def access(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> dict[s
             serves=(names.comparison_verdict(),),
             publishes=(names.episode("compared", "*"),),
             kv_writes=(names.bucket(BUCKET_COMPARISON),),
+        ),
+        Access(
+            user="rail",
+            consumes=("rail",),
+            serves=(names.rail_decide(),),
+            # Its own controllers' snapshots (Names.key_control("rail", campaign_id)).
+            kv_keys=((names.bucket(BUCKET_CONTROL), "rail.*"),),
+            object_writes=(names.bucket(OBJECTS_RAIL),),
         ),
         Access(
             user="replay",

@@ -9,6 +9,7 @@ import msgspec
 from ._base import Message
 from .checkpoint import PointerMove
 from .episode import DecodingRegime
+from .rail import RailDecision, RailSettings
 from .vocab import Algorithm, Decision, EpochPhase, Outcome, RolloutStrategy, Verdict
 
 __all__ = [
@@ -101,6 +102,9 @@ class CampaignSpec(Message, frozen=True, kw_only=True):
     rollout_strategy: RolloutStrategy = "uniform"
     """How each task's ``group_size`` rollouts are spent (see ``RolloutStrategy``)."""
     branching: BranchingSettings = BranchingSettings()
+    rail: RailSettings = RailSettings()
+    """The RAIL controller's actions and schedule (strategies ``rail``, ``rail-budget-only``,
+    ``rail-frozen``)."""
     regime: DecodingRegime = DecodingRegime()
     comparison_margin: float = 0.05
     degradation_streak_limit: int = 2
@@ -227,6 +231,8 @@ class RolloutSummary(Message, frozen=True, kw_only=True):
     """Per step: how many candidates were offered (0: free text)."""
     top1: list[float] = []
     margins: list[float] = []
+    hidden: list[list[float]] = []
+    """Per step: the policy's hidden-state projection, when the job asked for it (RAIL)."""
     replayed: int = 0
     """Steps replayed from the parent's prefix."""
 
@@ -247,6 +253,9 @@ class BranchOrder(msgspec.Struct, frozen=True, kw_only=True):
     """Number of the first new run (fresh rollouts and continuations are numbered on)."""
     regime: DecodingRegime = DecodingRegime()
     decided_by: Literal["rail", "entropy", "heuristic", "uniform"] = "uniform"
+    decision: RailDecision | None = None
+    """The RAIL decision behind a branch (its trace is published when its continuations are
+    back)."""
 
 
 class EpochRecord(Message, frozen=True, kw_only=True):
@@ -364,14 +373,38 @@ class CampaignState(msgspec.Struct, frozen=True, kw_only=True, tag="campaign", t
 
 
 class RailState(msgspec.Struct, frozen=True, kw_only=True, tag="rail", tag_field="owner"):
-    """The RAIL controller's mode and promotion test state."""
+    """One campaign's RAIL controller: its mode, scorer versions and what it has measured
+    (KV ``control`` under ``Names.key_control("rail", campaign_id)``)."""
 
     mode: Literal["shadow", "live"] = "shadow"
     traces_seen: int = 0
     sign_agreement: float = 0.0
+    """Sign agreement of the online scorer's out-of-sample predictions in the recent window."""
     scorer_object: str | None = None
     """Object Store name of the scorer's weights."""
     eta: float = 0.0
+    campaign_id: str = ""
+    scorer_version: int = 0
+    """Fits so far (0: never fitted)."""
+    frozen_object: str | None = None
+    """Object Store name of the copy frozen at the last promotion."""
+    fitted_at: int = 0
+    """``traces_seen`` at the last fit."""
+    promotions: int = 0
+    demotions: int = 0
+    live_traces: int = 0
+    """Traces of decisions taken while live (scored by both the online and the frozen scorer)."""
+    mae_online: float | None = None
+    """Mean absolute error of the online scorer on the live traces."""
+    mae_frozen: float | None = None
+    """Of the frozen copy, on the same traces."""
+    agreement_online: float | None = None
+    agreement_frozen: float | None = None
+    actions: dict[str, dict[str, int]] = {}
+    """Environment -> action (``<budget>@<temperature>``, ``0``: no intervention) -> decisions."""
+    settings: RailSettings | None = None
+    """The campaign's settings, from its first request."""
+    updated_at: float = 0.0
 
 
 class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True, tag="gateway", tag_field="owner"):

@@ -55,6 +55,7 @@ BUCKET_LEDGER = "ledger"
 BUCKET_COMPARISON = "comparison"
 OBJECTS_WEIGHTS = "weights"
 OBJECTS_EVIDENCE = "evidence"
+OBJECTS_RAIL = "rail"
 OBJECTS_TASKS = "tasks"
 
 
@@ -372,6 +373,7 @@ def topology(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> Topo
                 name=names.stream(STREAM_RAIL),
                 subjects=[names.rail_trace()],
                 max_age_s=30 * DAY,
+                duplicate_window_s=3600.0,
                 description="RAIL (z, b, y) traces.",
             ),
             StreamSpec(
@@ -389,6 +391,7 @@ def topology(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> Topo
             consumer("comparison", episodes, names.episode("rewarded", "*")),
             consumer("replay", episodes, names.episode("compared", "*")),
             consumer("campaign", episodes, names.episode("compared", "*")),
+            consumer("rail", names.stream(STREAM_RAIL), names.rail_trace()),
             *(runner_consumer(names, env) for env in dict.fromkeys(environments)),
         ],
         buckets=[
@@ -425,6 +428,10 @@ def topology(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> Topo
             ObjectStoreSpec(
                 name=names.bucket(OBJECTS_EVIDENCE),
                 description="Screenshots, long logs, raw teacher output.",
+            ),
+            ObjectStoreSpec(
+                name=names.bucket(OBJECTS_RAIL),
+                description="RAIL scorer weights, per campaign and version.",
             ),
         ],
     )

@@ -55,11 +55,14 @@ TeacherVerdict = Literal["correct", "partially_correct", "incorrect", "unsure"]
 Algorithm = Literal["grpo", "ppo"]
 """Policy-gradient update rules the trainer offers."""
 
-RolloutStrategy = Literal["uniform", "entropy", "dapo-filter", "heuristic", "rail"]
+RolloutStrategy = Literal[
+    "uniform", "entropy", "dapo-filter", "heuristic", "rail", "rail-budget-only", "rail-frozen"
+]
 """How an epoch spends its rollouts: fixed groups (``uniform`` GRPO), ARPO's entropy trigger for
 branching (``entropy``), uniform groups with tied groups dropped and resampled (``dapo-filter``,
 DAPO's dynamic sampling), iterative branching from the highest-entropy states with growing
-budgets (``heuristic``, RAIL's warm-up), or the learned RAIL controller (``rail``)."""
+budgets (``heuristic``, RAIL's warm-up), or the learned RAIL controller (``rail``; its ablations
+``rail-budget-only``, the regime fixed to neutral, and ``rail-frozen``, no refits once live)."""
 
 EpochPhase = Literal["collect", "compare", "decide", "train", "done", "failed", "stopped"]
 """Where an epoch of a campaign stands."""

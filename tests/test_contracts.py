@@ -399,6 +399,7 @@ DECLARED_DURABLES = {
     "comparison": ("EPISODES", "episode.rewarded.*"),
     "replay": ("EPISODES", "episode.compared.*"),
     "campaign": ("EPISODES", "episode.compared.*"),
+    "rail": ("RAIL", "rail.trace"),
     **{f"{env}-runner": ("ROLLOUTS", f"rollout.job.{env}") for env in contracts.ENVIRONMENTS},
 }
 

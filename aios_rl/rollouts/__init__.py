@@ -11,6 +11,7 @@ from .accounting import (
 )
 from .plan import (
     BRANCHING,
+    RAIL,
     STRATEGIES,
     Group,
     budget,
@@ -24,6 +25,7 @@ from .plan import (
 
 __all__ = [
     "BRANCHING",
+    "RAIL",
     "STRATEGIES",
     "Group",
     "account_add",

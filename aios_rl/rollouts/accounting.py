@@ -51,6 +51,7 @@ def summarize(ep: Episode) -> RolloutSummary:
         widths=[len(s.candidates) for s in steps],
         top1=[0.0 if s.replayed else s.top1_prob for s in steps],
         margins=[0.0 if s.replayed else s.margin for s in steps],
+        hidden=[list(s.hidden) for s in steps] if any(s.hidden for s in steps) else [],
         replayed=sum(1 for s in steps if s.replayed),
     )
 

@@ -28,8 +28,9 @@ Strategies (``CampaignSpec.rollout_strategy``; ``M = group_size`` rollouts per t
     RAIL's warm-up policy: N base rollouts, then each round branches from the state with the
     highest entropy in the task's whole tree not branched yet, with a budget that doubles round
     by round (Z, 2Z, 4Z, ...); the rest goes to fresh rollouts after the last round.
-``rail``
-    Planned by the RAIL service (not here).
+``rail``, ``rail-budget-only``, ``rail-frozen``
+    N base rollouts; each round the RAIL service decides per task whether, where, how many and
+    under which regime to branch (``aios_rl.rail``); no fill: what it does not spend is saved.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from .accounting import reward_contrast
 
 __all__ = [
     "BRANCHING",
+    "RAIL",
     "STRATEGIES",
     "Group",
     "budget",
@@ -58,9 +60,11 @@ __all__ = [
     "validate",
 ]
 
-STRATEGIES: tuple[str, ...] = ("uniform", "entropy", "dapo-filter", "heuristic")
-"""The strategies planned here (``rail`` is the RAIL service's)."""
-BRANCHING: tuple[str, ...] = ("entropy", "heuristic")
+RAIL: tuple[str, ...] = ("rail", "rail-budget-only", "rail-frozen")
+"""The strategies the RAIL service decides (the campaign asks it each round)."""
+STRATEGIES: tuple[str, ...] = ("uniform", "entropy", "dapo-filter", "heuristic", *RAIL)
+"""Every strategy a campaign may name."""
+BRANCHING: tuple[str, ...] = ("entropy", "heuristic", *RAIL)
 """The strategies that branch (their groups are trees)."""
 
 
@@ -78,7 +82,7 @@ def validate(spec: CampaignSpec) -> None:
     b = spec.branching
     if spec.rollout_strategy not in STRATEGIES:
         raise ValueError(
-            f"rollout strategy {spec.rollout_strategy!r} is not planned by the campaign; "
+            f"unknown rollout strategy {spec.rollout_strategy!r}; "
             f"choose one of {', '.join(STRATEGIES)}"
         )
     if spec.group_size < 1:
@@ -278,8 +282,8 @@ def plan_round(
     tasks it has now (a new task gets the next index); ``new_tasks_available``: how many more
     the split can give (``dapo-filter``). Empty: the epoch's collection is complete."""
     strategy = spec.rollout_strategy
-    if strategy == "uniform" or rnd < 1:
-        return []
+    if strategy == "uniform" or strategy in RAIL or rnd < 1:
+        return []  # RAIL's rounds are the RAIL service's
     b = spec.branching
     if strategy == "dapo-filter":
         cap = b.resample_cap or spec.tasks_per_epoch

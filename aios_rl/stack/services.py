@@ -106,6 +106,12 @@ SERVICES: tuple[ServiceEntry, ...] = (
         "routes compared episodes into replay lanes; serves training batches",
         scalable=False,  # its lane index lives in the process
     ),
+    ServiceEntry(
+        "rail",
+        "services.rail",
+        "RAIL: decides where and how to branch rollouts, learns from the traces",
+        scalable=False,  # a campaign's controller lives in the process
+    ),
 )
 
 

@@ -24,7 +24,18 @@ from aios_rl.bus import (
     ServiceError,
     get_logger,
 )
-from aios_rl.rollouts import Group, group_contrasts, plan_round, tied
+from aios_rl.rail import build_context, candidate_states, realized_gain
+from aios_rl.rollouts import (
+    RAIL,
+    Group,
+    budget,
+    continuation_id,
+    group_contrasts,
+    initial_runs,
+    plan_round,
+    scheduled_runs,
+    tied,
+)
 from aios_rl.rollouts import validate as validate_strategy
 from aios_rl.state import ContentionError, CorruptError, UnavailableError
 from aios_rl.state.checkpoints import CheckpointRegistry, InvalidMoveError, StalePointersError
@@ -44,6 +55,10 @@ from contracts import (
     EpochVerdictRequest,
     Names,
     PointerMove,
+    RailCandidate,
+    RailDecideRequest,
+    RailDecisions,
+    RailTrace,
     ResumeCampaign,
     RolloutSummary,
     StartCampaign,
@@ -55,6 +70,7 @@ from contracts import (
 from contracts.subjects import STREAM_ROLLOUTS, runner_name
 
 from .logic import (
+    JOB_MAX_STEPS,
     decide,
     episode_deadline_s,
     group_id,
@@ -168,8 +184,6 @@ class Campaigns:
     # -- commands -----------------------------------------------------------------------------------
     async def start(self, cmd: StartCampaign) -> CampaignStatus:
         spec = cmd.spec
-        if spec.rollout_strategy == "rail":
-            raise ServiceError("422", "rollout strategy 'rail' is not available yet")
         try:
             validate_strategy(spec)
         except ValueError as exc:
@@ -483,6 +497,7 @@ class Campaigns:
                     pass  # re-read: arrivals counted by another replica do not wake this one
             if len(got) < len(scheduled):
                 break  # the deadline passed: no more rounds, what arrived is the epoch
+            await self._publish_traces(state)
             nxt = await self._plan(state)
             if nxt is None:
                 break
@@ -501,6 +516,7 @@ class Campaigns:
                 fresh=sum(o.count for o in orders if o.kind == "fresh"),
                 new_tasks=len(new_tasks),
             )
+        await self._publish_traces(state)
         summaries = await self.rollouts.all(cid, state.epoch)
         groups = self._groups(state, summaries)
         dropped = (
@@ -530,6 +546,130 @@ class Campaigns:
             ),
         )
 
+    async def _plan_rail(self, state: CampaignState) -> tuple[list[BranchOrder], list[str]] | None:
+        """Ask the RAIL service, one request per task with budget left, whether and where to
+        branch next round. Raises ``BusError`` when it does not answer (the driver retries)."""
+        spec = state.spec
+        if state.round >= spec.branching.max_rounds:
+            return None
+        summaries = await self.rollouts.all(spec.campaign_id, state.epoch)
+        used = scheduled_runs(spec, state.orders)
+        base = state.base_tasks or len(state.tasks)
+        taken = {(o.parent_episode_id, o.step) for o in state.orders if o.kind == "branch"}
+        asks: list[tuple[Group, int, RailDecideRequest]] = []
+        for g in self._groups(state, summaries):
+            left = budget(spec) - used.get(g.task_index, 0)
+            left -= initial_runs(spec) if g.task_index < base else 0
+            states = candidate_states(g.rollouts, taken, spec.rail.candidates)
+            if left <= 0 or not states:
+                continue
+            req = RailDecideRequest(
+                campaign_id=spec.campaign_id,
+                epoch=state.epoch,
+                round=state.round + 1,
+                group_id=g.group_id,
+                environment=g.rollouts[0].environment,
+                budget_left=left,
+                candidates=[
+                    RailCandidate(
+                        episode_id=s.episode_id,
+                        step=t,
+                        context=build_context(
+                            s,
+                            t,
+                            g.rollouts,
+                            budget=budget(spec),
+                            max_steps=JOB_MAX_STEPS,
+                            epoch=state.epoch,
+                        ),
+                    )
+                    for s, t in states
+                ],
+                settings=spec.rail,
+                budget_only=spec.rollout_strategy == "rail-budget-only",
+            )
+            asks.append((g, left, req))
+        answers = await asyncio.gather(
+            *(
+                self.bus.request(
+                    self.bus.names.rail_decide(),
+                    req,
+                    RailDecisions,
+                    timeout=self.settings.rail_timeout_s,
+                )
+                for _, _, req in asks
+            )
+        )
+        orders = [
+            BranchOrder(
+                round=state.round + 1,
+                kind="branch",
+                task_index=g.task_index,
+                parent_episode_id=d.episode_id,
+                step=d.step,
+                count=min(d.budget, left),
+                regime=d.regime,
+                decided_by="rail" if d.decided_by == "rail" else "heuristic",
+                decision=d,
+            )
+            for (g, left, _), answer in zip(asks, answers, strict=True)
+            for d in answer.decisions
+            if d.branch and d.budget > 0 and (d.episode_id, d.step) not in taken
+        ]
+        return (orders, []) if orders else None
+
+    async def _publish_traces(self, state: CampaignState) -> None:
+        """One ``RailTrace`` per RAIL decision of the state's current round whose continuations
+        are back: ``y = I(Y_b) - I(Y_0)``, ``Y_0`` the group before the round, ``Y_b`` with the
+        decision's continuations (de-duplicated by the decision id)."""
+        spec = state.spec
+        decided = [o for o in state.orders if o.round == state.round and o.decision is not None]
+        if not decided:
+            return
+        summaries = await self.rollouts.all(spec.campaign_id, state.epoch)
+        earlier = {
+            r.episode_id: r.task_index
+            for k in range(state.round)
+            for r in round_runs(spec, state, k)
+            if r.role == "rollout"
+        }
+        for o in decided:
+            d = o.decision
+            assert d is not None
+            before = [
+                summaries[e].reward
+                for e, i in earlier.items()
+                if i == o.task_index and e in summaries
+            ]
+            added = [
+                summaries[e].reward
+                for k in range(o.first, o.first + o.count)
+                if (e := continuation_id(o.parent_episode_id, o.step, k)) in summaries
+            ]
+            if not added:
+                continue  # none came back before the deadline: nothing was realized
+            env, task_id = state.tasks[o.task_index].split("/", 1)
+            trace = RailTrace(
+                decision_id=d.decision_id,
+                campaign_id=spec.campaign_id,
+                epoch=state.epoch,
+                environment=env,
+                task_id=task_id,
+                context=d.context,
+                budget=o.count,
+                regime=o.regime,
+                realized_gain=realized_gain(before, added),
+                predicted_gain=d.predicted_gain,
+                frozen_gain=d.frozen_gain,
+                fitted=d.fitted,
+                mode=d.mode,
+                scorer_version=d.scorer_version,
+                at=time.time(),
+            )
+            await self.bus.publish_durable(
+                self.bus.names.rail_trace(), trace, msg_id=f"rail:{d.decision_id}"
+            )
+
     @staticmethod
     def _groups(state: CampaignState, summaries: dict[str, RolloutSummary]) -> list[Group]:
         """The epoch's tasks as groups of the rollouts that arrived."""
@@ -546,6 +686,8 @@ class Campaigns:
         spec = state.spec
         if spec.rollout_strategy == "uniform":
             return None
+        if spec.rollout_strategy in RAIL:
+            return await self._plan_rail(state)
         summaries = await self.rollouts.all(spec.campaign_id, state.epoch)
         available: dict[str, list[str]] = {}
         if spec.rollout_strategy == "dapo-filter":

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from aios_rl.rollouts import account_add, continuation_id, initial_runs
+from aios_rl.rollouts import RAIL, account_add, continuation_id, initial_runs
 from contracts import (
     BranchInfo,
     BranchOrder,
@@ -215,6 +215,7 @@ def plan_jobs(
                 deadline=deadline,
                 split=spec.split,
                 reference_checkpoint=state.reference if rollout else "",
+                want_hidden=rollout and spec.rollout_strategy in RAIL,
                 **extra,  # type: ignore[arg-type]
             )
         )
@@ -260,6 +261,12 @@ def new_tasks_available(
         for t in available.get(env, ())
         if f"{env}/{t}" not in taken
     )
+
+
+JOB_MAX_STEPS: int = next(
+    f.default for f in msgspec.structs.fields(RolloutJob) if f.name == "max_steps"
+)
+"""The most steps a rollout job asks for (runners may cap it lower): RAIL's progress scale."""
 
 
 MAX_ABS_REWARD = 1e6

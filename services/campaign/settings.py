@@ -23,6 +23,9 @@ class CampaignSettings(ServiceSettings):
     """How often a collecting epoch re-reads its arrivals when no episode wakes it."""
     concurrency: int = 8
     """Compared episodes counted at once."""
+    rail_timeout_s: float = 30.0
+    """Deadline for the RAIL service's decision on one group (past it, or with no RAIL service
+    answering, the round is retried with back-off: the campaign waits for RAIL)."""
     retry_initial_s: float = 1.0
     """First pause after a transient error (a NATS outage, a service restarting); doubles up to
     ``retry_max_s``."""
