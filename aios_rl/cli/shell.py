@@ -22,14 +22,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from contracts import CampaignSpec, Episode, TrainerSettings
+from contracts import CampaignSpec, Episode, Names, RailState, TrainerSettings
 
 from ..bus import Bus
 from ..envs.shell.generate import GenerationError, generate
 from ..envs.shell.store import ShellTaskStore
 from ..envs.shell.verify import RunCache, default_cache_dir
+from ..rollouts import RAIL
 from ..stack.embedded import StackError, active_checkpoint, stack
 from ..state.checkpoints import CheckpointRegistry, UnknownCheckpointError
+from ..state.control import ControlStore
 from ..state.ledger import Ledger
 from ._common import (
     CliError,
@@ -42,6 +44,7 @@ from ._common import (
 )
 from .campaign_watch import run_campaign
 from .evaluation import EvalSummary, run_eval, summarize
+from .rail import rail_tables
 from .report import epoch_table, rollout_table
 
 __all__ = [
@@ -362,6 +365,11 @@ async def train_and_report(
         epoch_table(records, title=f"campaign {campaign_id} ({end})", heldout=heldout_by_epoch)
     )
     console.print(rollout_table(records, title="rollouts: what each epoch spent"))
+    if spec.rollout_strategy in RAIL:
+        snap, _ = await ControlStore(bus).load(Names.key_control("rail", campaign_id))
+        if snap is not None and isinstance(snap.state, RailState):
+            for table in rail_tables([snap.state]):
+                console.print(table)
     console.print(
         _summary_table(
             f"held-out ({len(heldout)} tasks): before and after",
@@ -377,7 +385,8 @@ def run_shell_train(args: argparse.Namespace) -> int:
     console = make_console()
 
     async def main() -> int:
-        async with _stack(args, console, NEEDS) as st:
+        needs = NEEDS | ({"rail"} if args.strategy in RAIL else set())
+        async with _stack(args, console, needs) as st:
             campaign_id = args.campaign_id or f"shell-{time.strftime('%Y%m%d-%H%M%S')}"
             return await train_and_report(st.bus, console, args, campaign_id=campaign_id)
 

@@ -24,16 +24,12 @@ from aios_rl.bus import (
     ServiceError,
     get_logger,
 )
-from aios_rl.rail import build_context, candidate_states, realized_gain
+from aios_rl.rail.plan import decide_requests, decision_orders, realized_traces
 from aios_rl.rollouts import (
     RAIL,
     Group,
-    budget,
-    continuation_id,
     group_contrasts,
-    initial_runs,
     plan_round,
-    scheduled_runs,
     tied,
 )
 from aios_rl.rollouts import validate as validate_strategy
@@ -55,10 +51,7 @@ from contracts import (
     EpochVerdictRequest,
     Names,
     PointerMove,
-    RailCandidate,
-    RailDecideRequest,
     RailDecisions,
-    RailTrace,
     ResumeCampaign,
     RolloutSummary,
     StartCampaign,
@@ -553,42 +546,15 @@ class Campaigns:
         if state.round >= spec.branching.max_rounds:
             return None
         summaries = await self.rollouts.all(spec.campaign_id, state.epoch)
-        used = scheduled_runs(spec, state.orders)
-        base = state.base_tasks or len(state.tasks)
-        taken = {(o.parent_episode_id, o.step) for o in state.orders if o.kind == "branch"}
-        asks: list[tuple[Group, int, RailDecideRequest]] = []
-        for g in self._groups(state, summaries):
-            left = budget(spec) - used.get(g.task_index, 0)
-            left -= initial_runs(spec) if g.task_index < base else 0
-            states = candidate_states(g.rollouts, taken, spec.rail.candidates)
-            if left <= 0 or not states:
-                continue
-            req = RailDecideRequest(
-                campaign_id=spec.campaign_id,
-                epoch=state.epoch,
-                round=state.round + 1,
-                group_id=g.group_id,
-                environment=g.rollouts[0].environment,
-                budget_left=left,
-                candidates=[
-                    RailCandidate(
-                        episode_id=s.episode_id,
-                        step=t,
-                        context=build_context(
-                            s,
-                            t,
-                            g.rollouts,
-                            budget=budget(spec),
-                            max_steps=JOB_MAX_STEPS,
-                            epoch=state.epoch,
-                        ),
-                    )
-                    for s, t in states
-                ],
-                settings=spec.rail,
-                budget_only=spec.rollout_strategy == "rail-budget-only",
-            )
-            asks.append((g, left, req))
+        asks = decide_requests(
+            spec,
+            epoch=state.epoch,
+            rnd=state.round + 1,
+            groups=self._groups(state, summaries),
+            orders=state.orders,
+            base_tasks=state.base_tasks or len(state.tasks),
+            max_steps=JOB_MAX_STEPS,
+        )
         answers = await asyncio.gather(
             *(
                 self.bus.request(
@@ -600,22 +566,7 @@ class Campaigns:
                 for _, _, req in asks
             )
         )
-        orders = [
-            BranchOrder(
-                round=state.round + 1,
-                kind="branch",
-                task_index=g.task_index,
-                parent_episode_id=d.episode_id,
-                step=d.step,
-                count=min(d.budget, left),
-                regime=d.regime,
-                decided_by="rail" if d.decided_by == "rail" else "heuristic",
-                decision=d,
-            )
-            for (g, left, _), answer in zip(asks, answers, strict=True)
-            for d in answer.decisions
-            if d.branch and d.budget > 0 and (d.episode_id, d.step) not in taken
-        ]
+        orders = decision_orders(state.round + 1, asks, answers, state.orders)
         return (orders, []) if orders else None
 
     async def _publish_traces(self, state: CampaignState) -> None:
@@ -623,51 +574,26 @@ class Campaigns:
         are back: ``y = I(Y_b) - I(Y_0)``, ``Y_0`` the group before the round, ``Y_b`` with the
         decision's continuations (de-duplicated by the decision id)."""
         spec = state.spec
-        decided = [o for o in state.orders if o.round == state.round and o.decision is not None]
-        if not decided:
+        if not any(o.round == state.round and o.decision is not None for o in state.orders):
             return
-        summaries = await self.rollouts.all(spec.campaign_id, state.epoch)
-        earlier = {
-            r.episode_id: r.task_index
-            for k in range(state.round)
-            for r in round_runs(spec, state, k)
-            if r.role == "rollout"
-        }
-        for o in decided:
-            d = o.decision
-            assert d is not None
-            before = [
-                summaries[e].reward
-                for e, i in earlier.items()
-                if i == o.task_index and e in summaries
-            ]
-            added = [
-                summaries[e].reward
-                for k in range(o.first, o.first + o.count)
-                if (e := continuation_id(o.parent_episode_id, o.step, k)) in summaries
-            ]
-            if not added:
-                continue  # none came back before the deadline: nothing was realized
-            env, task_id = state.tasks[o.task_index].split("/", 1)
-            trace = RailTrace(
-                decision_id=d.decision_id,
-                campaign_id=spec.campaign_id,
-                epoch=state.epoch,
-                environment=env,
-                task_id=task_id,
-                context=d.context,
-                budget=o.count,
-                regime=o.regime,
-                realized_gain=realized_gain(before, added),
-                predicted_gain=d.predicted_gain,
-                frozen_gain=d.frozen_gain,
-                fitted=d.fitted,
-                mode=d.mode,
-                scorer_version=d.scorer_version,
-                at=time.time(),
-            )
+        before: dict[int, list[str]] = {}
+        for k in range(state.round):
+            for r in round_runs(spec, state, k):
+                if r.role == "rollout":
+                    before.setdefault(r.task_index, []).append(r.episode_id)
+        traces = realized_traces(
+            spec,
+            epoch=state.epoch,
+            rnd=state.round,
+            orders=state.orders,
+            tasks=state.tasks,
+            before=before,
+            summaries=await self.rollouts.all(spec.campaign_id, state.epoch),
+            at=time.time(),
+        )
+        for trace in traces:
             await self.bus.publish_durable(
-                self.bus.names.rail_trace(), trace, msg_id=f"rail:{d.decision_id}"
+                self.bus.names.rail_trace(), trace, msg_id=f"rail:{trace.decision_id}"
             )
 
     @staticmethod
