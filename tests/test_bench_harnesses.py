@@ -82,3 +82,38 @@ def test_strategies_quick_trains_every_arm_on_its_rollout_budget(tmp_path: Path)
     assert spent["dapo-filter"]["ours"] >= spent["uniform-4"]["ours"]  # plus resampled tasks
     for arm in spent:
         assert f"{arm}: held-out success after training, pooled" in rows
+
+
+@pytest.mark.slow
+def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "rail.md"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "rail.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+    )
+    assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, done.stdout[-2000:]
+    for png in (out.with_suffix(".png"), out.with_name("rail_mae.png")):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    res = json.loads(out.with_suffix(".json").read_text())
+    rows = {r["name"]: r for r in res["rows"]}
+    uniform_8 = rows["rail: rollouts consumed per seed"]["baseline"]
+    assert uniform_8 > 0
+    assert rows["uniform-4: rollouts consumed per seed"]["ours"] * 2 == uniform_8
+    rail_arms = ("rail", "rail-budget-only", "rail-frozen")
+    for arm in rail_arms:
+        assert 0 < rows[f"{arm}: rollouts consumed per seed"]["ours"] <= uniform_8
+        assert f"{arm}: held-out success after training, pooled" in rows
+    assert len(res["targets"]) == 3 and all(isinstance(t["met"], bool) for t in res["targets"])
+    for run in res["runs"].values():
+        for arm in rail_arms:
+            rail = run["arms"][arm]["rail"]
+            assert 0 < rail["traces"] <= rail["decisions"]
+            assert rail["actions_state"] == rail["actions_env"]  # every decision counted once
+            assert rail["state"]["live_traces"] == rail["own"]["live"]
