@@ -95,8 +95,9 @@ class RailSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Extra continuations it may choose at a state (0: no intervention)."""
     regimes: list[DecodingRegime] = msgspec.field(default_factory=lambda: [COOL, NEUTRAL, HOT])
     """Decoding regimes of the continuations (cool, neutral, hot)."""
-    eta: float = 0.0
-    """Live: branch only where the best predicted gain exceeds this utility gate."""
+    eta: float = 0.005
+    """Live: branch only where the best predicted gain exceeds this utility gate (by default
+    the gain that counts as positive: a branch must be predicted to help)."""
     exploration: float = 0.1
     """Live: share of decisions that take a random feasible action (keeps traces of others)."""
     half_life: float = 256.0

@@ -160,7 +160,9 @@ async def test_endpoint_errors_come_back_typed(bus: Bus, names: Names, concurren
         with pytest.raises(RemoteError) as wrong:
             await bus.request(
                 subject,
-                RailDecideRequest(episode_id="e", environment="shell", step=0, context=[]),
+                RailDecideRequest(
+                    campaign_id="c", group_id="g", environment="shell", budget_left=1
+                ),
                 ActResponse,
                 timeout=5,
             )

@@ -217,3 +217,16 @@ def test_a_restored_controller_decides_like_the_one_it_replaces() -> None:
     assert back.decide(request(2)) == c.decide(request(2))
     assert back.observe(trace(3, 0.1, 0.2)) == (False, False)  # already seen
     assert isinstance(DecodingRegime(), DecodingRegime)
+
+
+def test_the_strategy_names_the_ablations() -> None:
+    from aios_rl.rail.plan import rail_settings
+    from contracts import CampaignSpec
+
+    frozen = CampaignSpec(campaign_id="c", rollout_strategy="rail-frozen")
+    assert rail_settings(frozen).freeze_after_promotion
+    assert not rail_settings(
+        CampaignSpec(campaign_id="c", rollout_strategy="rail")
+    ).freeze_after_promotion
+    only = actions(RailSettings(), 4, budget_only=True)
+    assert {a.regime for a in only} == {NEUTRAL} and [a.budget for a in only] == [1, 2, 4]

@@ -7,16 +7,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import msgspec
+
 from aios_rl.rollouts import Group, budget, continuation_id, initial_runs, scheduled_runs
 from contracts import BranchOrder, CampaignSpec, RolloutSummary
-from contracts.rail import RailCandidate, RailDecideRequest, RailDecisions, RailTrace
+from contracts.rail import (
+    RailCandidate,
+    RailDecideRequest,
+    RailDecisions,
+    RailSettings,
+    RailTrace,
+)
 
 from .context import build_context, candidate_states, realized_gain
 
-__all__ = ["Ask", "decide_requests", "decision_orders", "realized_traces"]
+__all__ = ["Ask", "decide_requests", "decision_orders", "rail_settings", "realized_traces"]
 
 Ask = tuple[Group, int, RailDecideRequest]
 """A group, the continuations it may still get, and its decision request."""
+
+
+def rail_settings(spec: CampaignSpec) -> RailSettings:
+    """The campaign's RAIL settings as its strategy reads them: ``rail-frozen`` freezes the
+    scorer once live whatever ``spec.rail`` says."""
+    if spec.rollout_strategy == "rail-frozen" and not spec.rail.freeze_after_promotion:
+        return msgspec.structs.replace(spec.rail, freeze_after_promotion=True)
+    return spec.rail
 
 
 def decide_requests(
@@ -56,7 +72,7 @@ def decide_requests(
                 )
                 for s, t in states
             ],
-            settings=spec.rail,
+            settings=rail_settings(spec),
             budget_only=spec.rollout_strategy == "rail-budget-only",
         )
         asks.append((g, left, req))
