@@ -5,6 +5,15 @@ the JSON Schema in ``contracts/schema/``) can depend on it.
 """
 
 from ._base import Message
+from .browser import (
+    BROWSER_FLOWS,
+    BrowserTask,
+    SiteClose,
+    SiteOpen,
+    SiteResult,
+    SiteResultRequest,
+    SiteSession,
+)
 from .campaign import (
     BranchingSettings,
     BranchOrder,
@@ -128,12 +137,19 @@ MESSAGES: tuple[type[Message], ...] = (
     ShellTask,
     OrchestratorTask,
     TaskIndex,
+    BrowserTask,
+    SiteOpen,
+    SiteSession,
+    SiteResultRequest,
+    SiteResult,
+    SiteClose,
 )
 """Every message that travels on the bus (one JSON Schema file each)."""
 
 register(*MESSAGES)
 
 __all__ = [
+    "BROWSER_FLOWS",
     "CONTEXT_DIM",
     "CONTEXT_LAYOUT",
     "ENVIRONMENTS",
@@ -150,6 +166,7 @@ __all__ = [
     "BranchInfo",
     "BranchOrder",
     "BranchingSettings",
+    "BrowserTask",
     "CampaignCommand",
     "CampaignEvent",
     "CampaignSpec",
@@ -206,6 +223,11 @@ __all__ = [
     "RolloutSummary",
     "ServiceStatus",
     "ShellTask",
+    "SiteClose",
+    "SiteOpen",
+    "SiteResult",
+    "SiteResultRequest",
+    "SiteSession",
     "Stage",
     "StartCampaign",
     "StatusCampaign",

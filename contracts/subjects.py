@@ -118,6 +118,10 @@ class Names:
     def rail_trace(self) -> str:
         return self.subject("rail", "trace")
 
+    def sites(self, verb: Literal["open", "result", "close"] | Wild) -> str:
+        """The sites service's endpoints (browser runners open, judge and close sessions)."""
+        return self.subject("sites", verb)
+
     def teacher_request(self, backend: str | Wild = "*") -> str:
         return self.subject(
             "teacher", "request", backend if backend in ("*", ">") else _token(backend, "backend")
@@ -307,7 +311,7 @@ class Topology(msgspec.Struct, frozen=True, kw_only=True):
 DAY = 86400.0
 
 
-RUNNER_ACK_WAIT_S: dict[str, float] = {"shell": 60.0, "orchestrator": 30.0}
+RUNNER_ACK_WAIT_S: dict[str, float] = {"shell": 60.0, "orchestrator": 30.0, "browser": 60.0}
 """Ack wait of each built-in environment's runner consumer; others get the default below. A
 running episode's job is kept alive by heartbeats, so this only says how soon the jobs a killed
 runner held go to another replica: short, and well inside a campaign's episode deadline (the

@@ -2,8 +2,9 @@
 # Set up aios-rl on a fresh machine with only Python 3.11 and root. Idempotent: run it again
 # any time; it only installs what is missing.
 #
-#   deploy/setup.sh            # .venv with torch==2.13.0 (CPU) and aios-rl[dev], Debian's bubblewrap
-#   deploy/setup.sh --browser  # also Debian's chromium, for the browser environment
+#   deploy/setup.sh            # .venv with torch==2.13.0 (CPU) and aios-rl[dev], Debian's
+#                              # bubblewrap (the shell sandbox) and chromium (the browser
+#                              # environment, driven by Playwright; the test suite needs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,9 +27,7 @@ echo "setup: installing aios-rl[dev]"
 # something is to be installed. bubblewrap is the shell environment's sandbox (docs/sandbox.md).
 apt_packages=()
 command -v bwrap >/dev/null || apt_packages+=(bubblewrap)
-if [ "${1:-}" = "--browser" ] || [ "${AIOS_BROWSER:-0}" = "1" ]; then
-  [ -x /usr/bin/chromium ] || apt_packages+=(chromium)
-fi
+[ -x /usr/bin/chromium ] || apt_packages+=(chromium)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   echo "setup: installing Debian ${apt_packages[*]}"
   apt-get update -qq

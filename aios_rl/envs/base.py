@@ -101,7 +101,9 @@ async def replay_prefix(env: Environment, prefix: Sequence[str]) -> list[tuple[s
 
 
 class EnvironmentHost(Protocol[T_contra]):
-    """What one runner process holds for an environment; opens its episodes."""
+    """What one runner process holds for an environment; opens its episodes. A host that needs
+    the bus (to ask a service, to keep evidence in the Object Store) may also define
+    ``attach(bus)``: the runner calls it once, before any episode."""
 
     async def open(self, task: T_contra, *, seed: int, max_steps: int) -> Environment:
         """A new episode of ``task``. Raises for a task the environment cannot set up (the

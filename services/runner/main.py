@@ -41,7 +41,11 @@ def build(
     host: EnvironmentHost[Any] | None = None,
 ) -> tuple[Service, Runner]:
     """The runner service of ``spec`` (its host made from ``settings`` unless given)."""
-    runner = Runner(bus, spec, settings, host if host is not None else spec.host(settings))
+    host = host if host is not None else spec.host(settings)
+    attach = getattr(host, "attach", None)
+    if callable(attach):  # a host that needs the bus (a service to ask, evidence to keep)
+        attach(bus)
+    runner = Runner(bus, spec, settings, host)
     name = runner_name(spec.name)
     svc = Service(
         bus,
