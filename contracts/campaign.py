@@ -392,6 +392,8 @@ class RailState(msgspec.Struct, frozen=True, kw_only=True, tag="rail", tag_field
     """``traces_seen`` at the last fit."""
     promotions: int = 0
     demotions: int = 0
+    promoted_at: int = 0
+    """``traces_seen`` at the last promotion: demotion reads only the live traces after it."""
     live_traces: int = 0
     """Traces of decisions taken while live (scored by both the online and the frozen scorer)."""
     mae_online: float | None = None

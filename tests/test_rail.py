@@ -230,3 +230,21 @@ def test_the_strategy_names_the_ablations() -> None:
     ).freeze_after_promotion
     only = actions(RailSettings(), 4, budget_only=True)
     assert {a.regime for a in only} == {NEUTRAL} and [a.budget for a in only] == [1, 2, 4]
+
+
+def test_a_repromoted_controller_is_judged_on_its_new_live_decisions_only() -> None:
+    s = RailSettings(min_traces=4, refit_every=1000, exploration=0.0)
+    c = Controller("c", s)
+    for i in range(4):
+        c.observe(trace(i, 0.1, 0.2))
+    assert c.mode == "live" and c.state().promoted_at == 4
+    for i in range(4, 8):  # live decisions whose gains go the other way
+        c.observe(trace(i, 0.1, -0.2, mode="live"))
+    assert c.mode == "shadow" and c.state().demotions == 1
+    i = 8
+    while c.mode == "shadow" and i < 60:
+        c.observe(trace(i, 0.1, 0.2))
+        i += 1
+    assert c.mode == "live" and c.state().promotions == 2
+    c.observe(trace(100, 0.1, -0.2, mode="live"))  # one bad decision of the new promotion
+    assert c.mode == "live"  # the old promotion's failures do not count against it

@@ -64,6 +64,8 @@ class Controller:
         self.frozen = Scorer.from_bytes(frozen) if frozen else None
         self.traces: list[RailTrace] = []
         self.seen: set[str] = set()
+        self.order: dict[str, int] = {}
+        """Decision id -> when it was learned from (1: the first trace)."""
 
     # -- deciding -----------------------------------------------------------------------------------
     @property
@@ -135,6 +137,7 @@ class Controller:
             if t.decision_id not in self.seen:
                 self.seen.add(t.decision_id)
                 self.traces.append(t)
+                self.order[t.decision_id] = len(self.seen)
         del self.traces[:-MAX_TRACES]
 
     def observe(self, trace: RailTrace) -> tuple[bool, bool]:
@@ -146,6 +149,7 @@ class Controller:
         self.traces.append(trace)
         del self.traces[:-MAX_TRACES]
         m = msgspec.structs.replace(self.meta, traces_seen=self.meta.traces_seen + 1)
+        self.order[trace.decision_id] = m.traces_seen
         s = self.settings
         window = [t for t in self.traces if t.fitted][-s.window :]
         k, n = agreement([t.predicted_gain for t in window], [t.realized_gain for t in window])
@@ -153,9 +157,19 @@ class Controller:
         bar = {"min_traces": s.min_traces, "margin": s.margin, "z": s.z}
         if m.mode == "shadow" and promote(k, n, **bar):
             self.frozen = self.online.copy()
-            m = msgspec.structs.replace(m, mode="live", promotions=m.promotions + 1)
+            m = msgspec.structs.replace(
+                m, mode="live", promotions=m.promotions + 1, promoted_at=m.traces_seen
+            )
         elif m.mode == "live":
-            live = [t for t in self.traces if t.mode == "live" and t.fitted][-s.window :]
+            # Only the decisions of this promotion: those of an earlier one judged a scorer
+            # that has been refitted and promoted again since.
+            live = [
+                t
+                for t in self.traces
+                if t.mode == "live"
+                and t.fitted
+                and self.order.get(t.decision_id, 0) > m.promoted_at
+            ][-s.window :]
             lk, ln = agreement([t.predicted_gain for t in live], [t.realized_gain for t in live])
             if demote(lk, ln, **bar):
                 m = msgspec.structs.replace(m, mode="shadow", demotions=m.demotions + 1)
