@@ -256,6 +256,8 @@ def access(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> dict[s
             kv_keys=((names.bucket(BUCKET_CONTROL), "rail.*"),),
             object_writes=(names.bucket(OBJECTS_RAIL),),
         ),
+        # Answers the browser runners; its pages are served over HTTP, not the bus.
+        Access(user="sites", serves=(names.sites("*"),)),
         Access(
             user="replay",
             consumes=("replay",),

@@ -112,6 +112,12 @@ SERVICES: tuple[ServiceEntry, ...] = (
         "RAIL: decides where and how to branch rollouts, learns from the traces",
         scalable=False,  # a campaign's controller lives in the process
     ),
+    ServiceEntry(
+        "sites",
+        "services.sites",
+        "the local web sites browser episodes run against (HTTP); opens and judges their sessions",
+        scalable=False,  # a session's state lives in the process its URL reaches
+    ),
 )
 
 

@@ -1,0 +1,42 @@
+"""Settings of the sites service."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aios_rl.bus import ServiceSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class SitesSettings(ServiceSettings):
+    """The local sites browser episodes run against: HTTP for the browser, NATS for the runner."""
+
+    host: str = "127.0.0.1"
+    """Address the HTTP server binds (``0.0.0.0`` in a container)."""
+    port: int = 8300
+    """Port the HTTP server binds; 0 picks a free one (the URLs handed out then carry it)."""
+    public_url: str = ""
+    """Base of the URLs handed to runners (``http://sites:8300`` in compose); empty:
+    ``http://<host>:<port>`` with the bound port."""
+    max_sessions: int = 512
+    """Most sessions held at once; opening one more (after idle ones expire) is refused (503)."""
+    idle_expiry_s: float = 900.0
+    """A session neither browsed nor asked about for this long is dropped."""
+    concurrency: int = 16
+    """NATS requests (open, result, close) answered at once."""
+    start_timeout_s: float = 10.0
+    """How long ``sites.open`` waits for the HTTP server to be listening."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be between 0 and 65535, got {self.port}.")
+        if self.public_url and not self.public_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"public_url must start with http:// or https://, got {self.public_url!r}."
+            )
+        for name in ("max_sessions", "concurrency"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        for name in ("idle_expiry_s", "start_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}.")
