@@ -180,11 +180,13 @@ def permissions(names: Names, grant: Access, topo: Topology | None = None) -> Pe
 def runner_access(names: Names, env: str) -> Access:
     """A runner of ``env`` (any environment, built-in or registered later): pulls its jobs, asks
     the sampler, publishes completed episodes; reads tasks, writes nothing else."""
+    browser = env == "browser"  # it also opens and judges sessions, keeps screenshots
     return Access(
         user=runner_name(env),
         consumes=(runner_name(env),),
-        requests=(names.policy_act(),),
+        requests=(names.policy_act(), *((names.sites("*"),) if browser else ())),
         publishes=(names.episode("completed", env),),
+        object_writes=(names.bucket(OBJECTS_EVIDENCE),) if browser else (),
     )
 
 

@@ -73,7 +73,7 @@ Decision = Literal["promote", "hold", "rollback_pre_update", "rollback_last_stab
 PointerName = Literal["active", "pre_update_ref", "last_stable"]
 """The three checkpoint pointers kept in KV ``checkpoints``."""
 
-ENVIRONMENTS: tuple[str, ...] = ("shell", "orchestrator")
+ENVIRONMENTS: tuple[str, ...] = ("shell", "orchestrator", "browser")
 """The built-in environments the stack deploys a runner for (``<env>-runner``)."""
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 STAGES: tuple[str, ...] = get_args(Stage)

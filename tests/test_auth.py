@@ -33,6 +33,7 @@ from aios_rl.stack.auth import (
 from aios_rl.stack.natsd import NatsServer
 from aios_rl.state.checkpoints import CheckpointRegistry
 from contracts import (
+    ENVIRONMENTS,
     ActRequest,
     ActResponse,
     CampaignSpec,
@@ -117,21 +118,21 @@ def test_every_declared_consumer_and_deployed_service_has_its_user() -> None:
 
 
 def test_a_runner_added_later_gets_its_permissions_from_the_same_declaration() -> None:
-    grant = runner_access(NAMES, "browser")
+    grant = runner_access(NAMES, "kitchen")
     topo = topology(NAMES)
     from contracts.subjects import runner_consumer
 
-    topo.consumers.append(runner_consumer(NAMES, "browser"))
+    topo.consumers.append(runner_consumer(NAMES, "kitchen"))
     perms = permissions(NAMES, grant, topo)
     assert (
-        f"$JS.API.CONSUMER.MSG.NEXT.{NAMES.stream('ROLLOUTS')}.browser-runner"
+        f"$JS.API.CONSUMER.MSG.NEXT.{NAMES.stream('ROLLOUTS')}.kitchen-runner"
         in perms.publish_allow
     )
-    assert NAMES.episode("completed", "browser") in perms.publish_allow
-    with pytest.raises(KeyError, match="browser-runner"):
+    assert NAMES.episode("completed", "kitchen") in perms.publish_allow
+    with pytest.raises(KeyError, match="kitchen-runner"):
         permissions(NAMES, grant)  # a consumer the topology does not declare
     # A stack that runs it declares it: the same permissions.
-    assert permissions(NAMES, grant, topology(NAMES, ("shell", "orchestrator", "browser"))) == perms
+    assert permissions(NAMES, grant, topology(NAMES, (*ENVIRONMENTS, "kitchen"))) == perms
 
 
 def test_rendered_config_quotes_everything_and_leaves_the_admin_unrestricted() -> None:

@@ -97,8 +97,8 @@ async def test_the_observation_script_numbers_what_the_page_shows() -> None:
         try:
             page = await browser.new_page()
             await page.set_content(PAGE)
-            first = await page.evaluate(OBSERVE_JS, [])
-            again = await page.evaluate(OBSERVE_JS, [])
+            first = await page.evaluate(OBSERVE_JS, {"exclude": []})
+            again = await page.evaluate(OBSERVE_JS, {"exclude": []})
         finally:
             await browser.close()
     assert first == again  # the same page, the same numbers
@@ -114,3 +114,61 @@ async def test_the_observation_script_numbers_what_the_page_shows() -> None:
         '[5] button "Sign in"',
         '[6] link "Help"',
     ]
+
+
+def test_a_teacher_reads_the_elements_back_from_the_observation() -> None:
+    from aios_rl.envs.browser.actions import as_candidate, elements_from_observation
+
+    text = observation(TASK, "/login", ELEMENTS)
+    back = elements_from_observation(text)
+    assert [(e.id, e.role, e.name) for e in back] == [
+        (e.id, e.role, e.name) for e in ELEMENTS if e.id is not None
+    ]
+    assert back[2].checked is False
+    step = resolve_names('fill "Password" "hunter2"', back)
+    assert (
+        as_candidate(step, candidates(TASK, ELEMENTS)) == 'fill [2] "hunter2"  # textbox "Password"'
+    )
+    assert as_candidate('fill [2] "nope"', candidates(TASK, ELEMENTS)) is None
+
+
+def test_the_oracle_teacher_hints_where_a_trajectory_leaves_the_solution_path() -> None:
+    from contracts import BrowserTask, StepDigest, TeacherRequest
+    from services.teacher_oracle.logic import judge_browser
+
+    task = BrowserTask(
+        task_id="t",
+        flow="auth",
+        template="classic",
+        statement=TASK,
+        solution=['fill "Username" "alice"', 'fill "Password" "hunter2"', 'click "Sign in"'],
+    )
+    obs = observation(TASK, "/login", ELEMENTS)
+    offered = candidates(TASK, ELEMENTS)
+
+    def req(actions: list[str], outcome: str) -> TeacherRequest:
+        return TeacherRequest(
+            request_id="r",
+            episode_id="e",
+            environment="browser",
+            task_id="t",
+            steps=[
+                StepDigest(index=i, observation=obs, action=a, candidates=offered)
+                for i, a in enumerate(actions)
+            ],
+            outcome=outcome,  # type: ignore[arg-type]
+        )
+
+    strayed = judge_browser(req(['fill [1] "alice"', "click [5]", "click [5]"], "failure"), task)
+    assert [(h.step, h.better_action) for h in strayed.hints] == [
+        (1, 'fill [2] "hunter2"  # textbox "Password"')
+    ]
+    assert (strayed.verdict, strayed.score) == ("incorrect", -1.0)
+    clean = judge_browser(
+        req(['fill [1] "alice"', 'fill [2] "hunter2"', "click [5]"], "success"), task
+    )
+    assert (clean.verdict, clean.score, clean.hints) == ("correct", 1.0, [])
+    blocked = judge_browser(req(["scroll down"], "blocked"), task)
+    assert blocked.verdict == "unsure" and blocked.boundary
+    no_path = judge_browser(req([], "success"), BrowserTask(task_id="m", kind="miniwob", flow="x"))
+    assert no_path.verdict == "unsure" and no_path.score == 0.0

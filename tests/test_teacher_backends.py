@@ -163,7 +163,7 @@ async def test_oracle_reads_ground_truth_from_the_tasks_store(bus: Bus, names: N
     async with running(svc):
         first = await ask(bus, "oracle", request([RUN, TEST_EDIT]))
         again = await ask(bus, "oracle", request([RUN, TEST_EDIT]))
-        web = await ask(bus, "oracle", request([RUN], environment="browser", task_id="w"))
+        web = await ask(bus, "oracle", request([RUN], environment="orchestrator", task_id="w"))
         with pytest.raises(RemoteError) as missing:
             await ask(bus, "oracle", request([RUN], task_id="nope"))
         with pytest.raises(RemoteError) as corrupt:
@@ -175,7 +175,7 @@ async def test_oracle_reads_ground_truth_from_the_tasks_store(bus: Bus, names: N
         (1, FIX),
     ]
     assert (web.status, web.verdict, web.score, web.hints) == ("ok", "unsure", 0.0, [])
-    assert "shell tasks only" in web.rationale
+    assert "shell and browser tasks" in web.rationale
     assert missing.value.code == "404" and "no shell task nope" in missing.value.description
     assert corrupt.value.code == "422" and "not a ShellTask" in corrupt.value.description
     assert bad_id.value.code == "422"

@@ -22,6 +22,7 @@ __all__ = ["UnknownEnvironmentError", "get", "names", "register", "task_store"]
 _BUILTIN = {
     "shell": "aios_rl.envs.shell.adapter",
     "orchestrator": "aios_rl.envs.orchestrator.adapter",
+    "browser": "aios_rl.envs.browser.adapter",
 }
 """Built-in environment -> the module whose ``SPEC`` describes it."""
 

@@ -49,6 +49,12 @@ SERVICES: tuple[ServiceEntry, ...] = (
         args=("--env", "shell"),
     ),
     ServiceEntry(
+        "browser-runner",
+        "services.runner",
+        "runs browser episodes in real Chromium: web flows on the sites service, MiniWoB++ tasks",
+        args=("--env", "browser"),
+    ),
+    ServiceEntry(
         "orchestrator-runner",
         "services.runner",
         "runs orchestrator decision episodes (dispatch, preflight, clarity)",

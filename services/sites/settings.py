@@ -13,8 +13,9 @@ class SitesSettings(ServiceSettings):
 
     host: str = "127.0.0.1"
     """Address the HTTP server binds (``0.0.0.0`` in a container)."""
-    port: int = 8300
-    """Port the HTTP server binds; 0 picks a free one (the URLs handed out then carry it)."""
+    port: int = 0
+    """Port the HTTP server binds; 0 (the default, so stacks on one machine never collide)
+    picks a free one and the URLs handed out carry it. Compose binds 8300."""
     public_url: str = ""
     """Base of the URLs handed to runners (``http://sites:8300`` in compose); empty:
     ``http://<host>:<port>`` with the bound port."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from aios_rl.envs.browser.store import BrowserTaskStore
+
 from aios_rl.bus import Bus, PermanentError, ServiceError, get_logger
 from aios_rl.envs.shell.store import ShellTaskStore
 from aios_rl.state.tasks import CorruptTaskError, TaskStoreUnavailableError, UnknownTaskError
-from contracts import Names, ShellTask, TeacherRequest, TeacherSignal
+from contracts import BrowserTask, Names, ShellTask, TeacherRequest, TeacherSignal
 
-from .logic import judge, not_judged
+from .logic import judge, judge_browser, not_judged
 from .settings import OracleSettings
 
 
@@ -20,10 +22,35 @@ class Oracle:
         self.bus = bus
         self.store = ShellTaskStore(bus)
         self.tasks: OrderedDict[str, ShellTask] = OrderedDict()
+        self.browser_store = BrowserTaskStore(bus)
+        self.browser_tasks: OrderedDict[str, BrowserTask] = OrderedDict()
         self.capacity = settings.task_cache_size
         self.answered = 0
         self.missing_tasks = 0
         self.log = get_logger()
+
+    async def browser_task(self, task_id: str) -> BrowserTask:
+        """The browser task ``task_id`` (errors as :meth:`task`)."""
+        cached = self.browser_tasks.get(task_id)
+        if cached is not None:
+            return cached
+        try:
+            Names.object_task("browser", task_id)
+        except ValueError as exc:
+            raise PermanentError(str(exc)) from exc
+        try:
+            task = await self.browser_store.get(task_id)
+        except UnknownTaskError as exc:
+            self.missing_tasks += 1
+            raise ServiceError("404", f"no browser task {task_id} in the tasks store") from exc
+        except TaskStoreUnavailableError as exc:
+            raise ServiceError("503", str(exc)) from exc
+        except CorruptTaskError as exc:
+            raise PermanentError(f"stored task {task_id} is not a BrowserTask: {exc}") from exc
+        self.browser_tasks[task_id] = task
+        while len(self.browser_tasks) > self.capacity:
+            self.browser_tasks.popitem(last=False)
+        return task
 
     async def task(self, task_id: str) -> ShellTask:
         """The shell task ``task_id`` from the task store (decoded and checked once, then cached).
@@ -55,12 +82,15 @@ class Oracle:
 
     async def answer(self, req: TeacherRequest) -> TeacherSignal:
         """Endpoint handler: the oracle's signal for one request."""
-        if req.environment != "shell":
-            signal = not_judged(
-                req, f"the oracle holds ground truth for shell tasks only, not {req.environment}"
-            )
-        else:
+        if req.environment == "shell":
             signal = judge(req, await self.task(req.task_id))
+        elif req.environment == "browser":
+            signal = judge_browser(req, await self.browser_task(req.task_id))
+        else:
+            signal = not_judged(
+                req,
+                f"the oracle holds ground truth for shell and browser tasks, not {req.environment}",
+            )
         self.answered += 1
         self.log.debug(
             "oracle.answered",

@@ -40,18 +40,40 @@ still fail (flaky tests, or a task the oracle knows wrong) — and ``blocked`` e
 environment stopped the agent and the oracle cannot tell fault from infrastructure. A task with
 no fix among its candidate edits is judged ``unsure``, score 0, boundary.
 
-Episodes of other environments (browser, orchestrator) have no ground truth the oracle holds:
-they are answered ``unsure`` with score 0 and no hints (status ``ok``, so they pass through
-reward fusion without shaping).
+Browser episodes on the local sites (``judge_browser``): the generator knows the solution
+path. The oracle walks the trajectory along it (element names resolved against each step's
+observation); the first step that left the path gets ``better_action`` = the path's action there
+(as the candidate offered), and no hint after it (the page may be elsewhere by then). Scores: a
+success ``1 - 0.1·missed`` (at least 0.5), partial 0.25, failure -1 when the path was left
+(-0.5 when it could not be followed from the start), blocked unsure 0 (boundary). MiniWoB++ tasks
+carry no path (their solvers read the page): answered ``unsure``.
+
+Episodes of other environments (orchestrator) have no ground truth the oracle holds: they are
+answered ``unsure`` with score 0 and no hints (status ``ok``, so they pass through reward fusion
+without shaping).
 """
 
 from __future__ import annotations
 
+from aios_rl.envs.browser.actions import (
+    InvalidAction,
+    as_candidate,
+    elements_from_observation,
+    parse,
+    resolve_names,
+)
 from aios_rl.envs.shell.episode import SUBMIT, UNDO
 from aios_rl.teachers import shown_as
-from contracts import CandidateEdit, ShellTask, TeacherHint, TeacherRequest, TeacherSignal
+from contracts import (
+    BrowserTask,
+    CandidateEdit,
+    ShellTask,
+    TeacherHint,
+    TeacherRequest,
+    TeacherSignal,
+)
 
-__all__ = ["BACKEND", "judge", "not_judged"]
+__all__ = ["BACKEND", "judge", "judge_browser", "not_judged"]
 
 BACKEND = "oracle"
 
@@ -176,4 +198,55 @@ def judge(req: TeacherRequest, task: ShellTask) -> TeacherSignal:
         hints=hints,
         boundary=boundary,
         rationale=f"{why}; the bug is the {where}",
+    )
+
+
+def judge_browser(req: TeacherRequest, task: BrowserTask) -> TeacherSignal:
+    """The oracle's signal for a browser episode on ``task`` (see the module docstring)."""
+    if not task.solution:
+        return not_judged(req, f"task {task.task_id} carries no solution path to follow")
+    hints: list[TeacherHint] = []
+    followed = 0
+    for step in req.steps:
+        if followed >= len(task.solution):
+            break
+        try:
+            expected = resolve_names(
+                task.solution[followed], elements_from_observation(step.observation)
+            )
+        except InvalidAction:
+            break  # the page is not where the path expects it: nothing more to say
+        try:
+            same = parse(step.action) == parse(expected)
+        except InvalidAction:
+            same = False
+        if same:
+            followed += 1
+            continue
+        hints.append(
+            TeacherHint(
+                step=step.index,
+                better_action=as_candidate(expected, step.candidates) or expected,
+                note=f"step {followed + 1} of the path: {task.solution[followed]}",
+            )
+        )
+        break
+    missed = len(hints)
+    where = f"{task.flow}/{task.template}: {followed} of {len(task.solution)} path steps followed"
+    if req.outcome == "blocked":
+        return TeacherSignal(
+            backend=BACKEND, verdict="unsure", boundary=True, hints=hints, rationale=where
+        )
+    if req.outcome == "success":
+        verdict, score = "correct", max(0.5, 1.0 - 0.1 * missed)
+    elif req.outcome == "partial":
+        verdict, score = "partially_correct", 0.25
+    else:
+        verdict, score = "incorrect", -1.0 if followed or missed else -0.5
+    return TeacherSignal(
+        backend=BACKEND,
+        verdict=verdict,  # type: ignore[arg-type]
+        score=score,
+        hints=hints,
+        rationale=where,
     )

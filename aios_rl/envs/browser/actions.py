@@ -38,7 +38,9 @@ __all__ = [
     "Action",
     "Element",
     "InvalidAction",
+    "as_candidate",
     "candidates",
+    "elements_from_observation",
     "observation",
     "parse",
     "quoted_values",
@@ -64,7 +66,7 @@ CLICK_ROLES = (
     "img",
 )
 
-MAX_VALUES = 12
+MAX_VALUES = 24
 """Most quoted values of a task statement offered to each text field."""
 MAX_OPTIONS = 24
 """Most options of one select offered as candidates."""
@@ -226,3 +228,36 @@ def resolve_names(step: str, elements: Sequence[Element]) -> str:
     if value is not None:
         return f"{verb} [{e.id}] {json.dumps(value)}"
     return f"{verb} [{e.id}]"
+
+
+_LINE = re.compile(r'^\[(\d+)\] (\S+) ("(?:[^"\\]|\\.)*")(.*)$')
+
+
+def elements_from_observation(text: str) -> list[Element]:
+    """The numbered elements of an observation, read back from its text (what a teacher that
+    sees only the trajectory has): id, role and name, checked state when shown."""
+    out: list[Element] = []
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if not m:
+            continue
+        rest = m.group(4)
+        checked = None
+        if " checked=true" in rest:
+            checked = True
+        elif " checked=false" in rest:
+            checked = False
+        out.append(Element(int(m.group(1)), m.group(2), json.loads(m.group(3)), checked=checked))
+    return out
+
+
+def as_candidate(action: str, offered: Sequence[str]) -> str | None:
+    """The offered candidate that is ``action`` (candidates carry a description comment)."""
+    want = parse(action)
+    for c in offered:
+        try:
+            if parse(c) == want:
+                return c
+        except InvalidAction:
+            continue
+    return None

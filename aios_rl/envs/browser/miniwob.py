@@ -381,6 +381,7 @@ _TARGETS_JS = r"""
     counts.set(t.base, k);
     targets.push({ el: t.el, role: t.role || "", name: k === 1 ? t.base : `${t.base} (${k})` });
   }
+  if (arg.op === "targets") return targets;  // for the observation script, in the page
   if (arg.op === "list") return targets.map((t) => [t.role, t.name]);
   if (arg.op === "name") {
     const t = targets.find((t) => t.el === arg.el);
@@ -561,12 +562,15 @@ _SETTLE_JS = """() => new Promise((done) => setTimeout(
   () => requestAnimationFrame(() => requestAnimationFrame(() => done(null))), 0))"""
 
 
-async def act(page: Page, step: str, *, timeout_ms: int = RESOLVE_TIMEOUT_MS) -> None:
+async def act(
+    page: Page, step: str, *, timeout_ms: int = RESOLVE_TIMEOUT_MS, action_timeout_ms: int = 0
+) -> None:
     """Do one step of the grammar on ``page`` (see the module docstring), then let the page
     settle (a timer turn and two animation frames: enough for MiniWoB pages as :func:`start`
     sets them up). Raises :class:`ActionError` when the step does not parse, no target of that
     name appears within ``timeout_ms``, or Playwright cannot do it to that element."""
     verb, args = parse_step(step)
+    limit = action_timeout_ms or _ACTION_TIMEOUT_MS
     try:
         if verb == "scroll":
             await page.evaluate(_SCROLL_JS, [args[0] == "down", list(EXCLUDE)])
@@ -575,17 +579,17 @@ async def act(page: Page, step: str, *, timeout_ms: int = RESOLVE_TIMEOUT_MS) ->
         else:
             handle, role = await _resolve(page, args[0], timeout_ms)
             if verb == "click":
-                await handle.click(timeout=_ACTION_TIMEOUT_MS)
+                await handle.click(timeout=limit)
             elif verb == "check":
-                await handle.check(timeout=_ACTION_TIMEOUT_MS)
+                await handle.check(timeout=limit)
             elif verb == "uncheck":
-                await handle.uncheck(timeout=_ACTION_TIMEOUT_MS)
+                await handle.uncheck(timeout=limit)
             elif verb == "select":
                 await _select(handle, args[1])
             elif role == "slider":
                 await _set_slider(handle, args[1])
             else:
-                await handle.fill(args[1], timeout=_ACTION_TIMEOUT_MS)
+                await handle.fill(args[1], timeout=limit)
         await page.evaluate(_SETTLE_JS)
     except PlaywrightError as exc:
         if page.is_closed():
