@@ -196,8 +196,10 @@ class BrowserEnv:
         await self._observe()
 
     async def close(self) -> None:
+        # Bounded: closing a context of a browser that died can wait for ever.
         with contextlib.suppress(Exception):
-            await self.context.close()
+            async with asyncio.timeout(self.settings.action_timeout_s):
+                await self.context.close()
         if self.session:
             with contextlib.suppress(Exception):
                 await self._sites("close", SiteClose(session=self.session))
