@@ -155,9 +155,21 @@ def _benchmark_generate(args: argparse.Namespace) -> int:
 
 
 async def ensure_tasks(
-    bus: Bus, split: str, count: int, console: Console, *, seed: int = 0
+    bus: Bus, split: str, count: int, console: Console, *, seed: int = 0, env: str = "shell"
 ) -> list[str]:
     """The first ``count`` task ids of ``split``, generating and storing what is missing."""
+    if env == "browser":
+        from ..envs.browser.generate import generate as generate_browser
+        from ..envs.browser.store import BrowserTaskStore
+
+        browser_store = BrowserTaskStore(bus)
+        ids = await browser_store.list(split)
+        if len(ids) < count:
+            tasks = generate_browser(count, seed, split)
+            await browser_store.put_all(tasks)
+            console.print(f"{len(tasks)} {split} browser tasks stored (site flows and MiniWoB++)")
+            ids = await browser_store.list(split)
+        return ids[:count]
     store = ShellTaskStore(bus)
     ids = await store.list(split)
     if len(ids) < count:
@@ -206,6 +218,7 @@ async def evaluate(
     split: str,
     label: str,
     seed: int = 0,
+    env: str = "shell",
 ) -> tuple[EvalSummary, list[Episode]]:
     """Evaluate ``checkpoint`` on ``task_ids`` with a progress bar."""
     run_id = f"eval-{checkpoint[:12]}-{int(time.time() * 1000)}"
@@ -231,7 +244,7 @@ async def evaluate(
 
         episodes = await run_eval(
             bus,
-            "shell",
+            env,
             checkpoint,
             task_ids,
             run_id=run_id,
@@ -278,12 +291,18 @@ def _stack(args: argparse.Namespace, console: Console, needs: set[str]):  # type
     )
 
 
+def needs_of(env: str) -> set[str]:
+    """The services an episode of ``env`` needs besides the sampler and trainer."""
+    return {f"{env}-runner", *({"sites"} if env == "browser" else set())}
+
+
 def run_shell_eval(args: argparse.Namespace) -> int:
     console = make_console()
+    env = getattr(args, "environment", "shell")
 
     async def main() -> int:
-        async with _stack(args, console, {"sampler", "shell-runner", "trainer"}) as st:
-            ids = await ensure_tasks(st.bus, args.split, args.limit, console)
+        async with _stack(args, console, {"sampler", "trainer", *needs_of(env)}) as st:
+            ids = await ensure_tasks(st.bus, args.split, args.limit, console, env=env)
             checkpoint = await resolve(st.bus, args.checkpoint)
             summary, _ = await evaluate(
                 st.bus,
@@ -293,13 +312,14 @@ def run_shell_eval(args: argparse.Namespace) -> int:
                 split=args.split,
                 label=f"{args.split} eval",
                 seed=args.seed,
+                env=env,
             )
         if args.json:
             print(msgspec.json.encode({"checkpoint": checkpoint, **summary.__dict__}).decode())
             return 0
         console.print(
             _summary_table(
-                f"shell eval: {args.split}, {len(ids)} tasks, near-greedy, 95% intervals",
+                f"{env} eval: {args.split}, {len(ids)} tasks, near-greedy, 95% intervals",
                 {
                     checkpoint[:12]
                     + (f" ({args.checkpoint})" if args.checkpoint in POINTERS else ""): summary
@@ -317,11 +337,12 @@ async def train_and_report(
     """Tasks, the held-out score before, the campaign, the held-out score of each epoch's
     policy, the summary table. Shared by ``shell train`` and ``demo``."""
     started = time.monotonic()
-    await ensure_tasks(bus, "train", args.train_tasks, console, seed=args.seed)
-    heldout = await ensure_tasks(bus, "heldout", args.heldout, console, seed=args.seed)
+    env = getattr(args, "environment", "shell")
+    await ensure_tasks(bus, "train", args.train_tasks, console, seed=args.seed, env=env)
+    heldout = await ensure_tasks(bus, "heldout", args.heldout, console, seed=args.seed, env=env)
     initial = await active_checkpoint(bus, 120)
     before, _ = await evaluate(
-        bus, initial, heldout, console, split="heldout", label="held-out, before"
+        bus, initial, heldout, console, split="heldout", label="held-out, before", env=env
     )
     console.print(
         f"student {initial[:12]} before training: held-out success {before.success.pct()}, "
@@ -329,7 +350,7 @@ async def train_and_report(
     )
     spec = CampaignSpec(
         campaign_id=campaign_id,
-        environments={"shell": 1.0},
+        environments={env: 1.0},
         tasks_per_epoch=args.tasks_per_epoch,
         group_size=args.group_size,
         epochs=args.epochs,
@@ -350,11 +371,12 @@ async def train_and_report(
                 console,
                 split="heldout",
                 label=f"held-out, epoch {r.epoch}",
+                env=env,
             )
     final = (await CheckpointRegistry(bus).pointers())[0].active or initial
     if final not in scores:
         scores[final], _ = await evaluate(
-            bus, final, heldout, console, split="heldout", label="held-out, final"
+            bus, final, heldout, console, split="heldout", label="held-out, final", env=env
         )
     heldout_by_epoch = {
         r.epoch: scores[r.active_checkpoint].success.value
@@ -385,9 +407,11 @@ def run_shell_train(args: argparse.Namespace) -> int:
     console = make_console()
 
     async def main() -> int:
-        needs = NEEDS | ({"rail"} if args.strategy in RAIL else set())
+        env = getattr(args, "environment", "shell")
+        needs = (NEEDS - {"shell-runner"}) | needs_of(env)
+        needs |= {"rail"} if args.strategy in RAIL else set()
         async with _stack(args, console, needs) as st:
-            campaign_id = args.campaign_id or f"shell-{time.strftime('%Y%m%d-%H%M%S')}"
+            campaign_id = args.campaign_id or f"{env}-{time.strftime('%Y%m%d-%H%M%S')}"
             return await train_and_report(st.bus, console, args, campaign_id=campaign_id)
 
     return asyncio.run(main())
