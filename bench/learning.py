@@ -1,4 +1,5 @@
-"""Learning benchmark: does training make the tiny student better at shell tasks it never saw?
+"""Learning benchmark: does training make the tiny student better at tasks it never saw? Shell
+tasks by default; ``--env browser`` for the browser environment (site flows and MiniWoB++).
 
 For each seed, a fresh tiny student (initial weights from that seed) is trained from scratch on
 the shell **train** split and scored on the **held-out** split (no (family, operator, module)
@@ -20,21 +21,40 @@ seed and pooled: success rate with a Wilson 95 % interval, mean reward, and the 
 difference after - before with a bootstrap 95 % interval over (seed, task) pairs: the student
 learned beyond noise when that interval is above 0.
 
+The browser (``--env browser``): the same loop and report on the browser splits
+(``aios_rl.envs.browser.generate``: half site flows, half MiniWoB++; held-out site tasks use
+held-out templates, held-out MiniWoB++ tasks held-out seeds). Episodes run in this process in
+real Chromium (``BrowserHost``, a fresh context per episode, two at a time) through the runner's
+step loop (``aios_rl.envs.loop.run_steps``) with the student acting in-process; site tasks are
+served and judged by the ``sites`` service, run here on an embedded nats-server. The oracle
+teacher's hints (``judge_browser``) follow a site task's solution path; MiniWoB++ tasks carry
+none (the oracle answers unsure), so they learn from the environment's reward alone. Held-out
+success is also reported per kind (site, MiniWoB++).
+
 Run from the repo root:
 
     .venv/bin/python bench/learning.py            # ~10 min; results in bench/results/learning.md
     .venv/bin/python bench/learning.py --quick    # ~2 min smoke run (one seed, few epochs)
+    .venv/bin/python bench/learning.py --env browser          # ~15 min (estimate); results in
+                                                              # bench/results/learning_browser.md
+    .venv/bin/python bench/learning.py --env browser --quick  # ~40 s smoke run
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import contextlib
 import random
 import statistics
 import sys
 import threading
-from collections.abc import Callable
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import _common
 import msgspec
@@ -42,7 +62,13 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from aios_rl.bus import Service, connect, provision
 from aios_rl.cli.evaluation import wilson
+from aios_rl.envs.base import EnvResult
+from aios_rl.envs.browser import generate as browser_split
+from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
+from aios_rl.envs.loop import run_steps
+from aios_rl.envs.runner import completed_episode
 from aios_rl.envs.shell.episode import EpisodeResult, ShellEpisode
 from aios_rl.envs.shell.generate import generate
 from aios_rl.envs.shell.sandbox import Executor, policy_executor
@@ -51,14 +77,23 @@ from aios_rl.student import load_student, new_student
 from aios_rl.student.base import Decision, Regime, StudentBackend
 from aios_rl.student.train import build_batch, update
 from contracts import (
+    ActRequest,
+    ActResponse,
+    BrowserTask,
+    DecodingRegime,
     Episode,
+    Names,
+    RolloutJob,
     ShellTask,
     StepDigest,
     TeacherRequest,
     TrainerSettings,
     TrajectoryStep,
+    topology,
 )
-from services.teacher_oracle.logic import judge
+from services.sites.main import build as build_sites
+from services.sites.settings import SitesSettings
+from services.teacher_oracle.logic import judge, judge_browser
 from services.trainer.logic import update_config
 
 
@@ -92,6 +127,36 @@ QUICK = Settings(
     heldout_tasks=30,
     learning_rate=3e-3,
 )
+BROWSER_FULL = Settings(
+    seeds=(0, 1, 2),
+    epochs=5,
+    tasks_per_epoch=6,
+    group_size=4,
+    train_tasks=40,
+    heldout_tasks=24,  # 12 site flows, 12 MiniWoB++
+    learning_rate=3e-3,
+)
+BROWSER_QUICK = Settings(
+    seeds=(0,),
+    epochs=2,
+    tasks_per_epoch=3,
+    group_size=2,
+    train_tasks=8,
+    heldout_tasks=6,
+    learning_rate=3e-3,
+)
+
+Task = ShellTask | BrowserTask
+Job = tuple[Task, int, str]
+"""(task, seed, group) of one episode."""
+
+
+class Rollouts(Protocol):
+    """Runs episodes of one student: ``(episode, how it ended)`` per job, in the jobs' order."""
+
+    async def rollouts(
+        self, jobs: list[Job], temperature: float
+    ) -> list[tuple[Episode, EpisodeResult | EnvResult]]: ...
 
 
 class Actor:
@@ -150,13 +215,87 @@ class Actor:
             )
         )
 
+    async def rollouts(
+        self, jobs: list[Job], temperature: float
+    ) -> list[tuple[Episode, EpisodeResult | EnvResult]]:
+        """:meth:`many` off the event loop."""
+        shell_jobs = [(t, seed, group) for t, seed, group in jobs if isinstance(t, ShellTask)]
+        assert len(shell_jobs) == len(jobs), "the shell actor runs shell tasks"
+        return list(await asyncio.to_thread(self.many, shell_jobs, temperature))
 
-def taught(ep: Episode, task: ShellTask) -> Episode:
-    """``ep`` with the oracle teacher's signal (hints), as the teacher gateway would add it."""
-    req = TeacherRequest(
+
+class BrowserActor:
+    """Runs episodes of one student in Chromium through the runner's step loop, ``workers`` at a
+    time: the student acts on the event loop (its calls are serialised), the pages work in
+    Chromium meanwhile."""
+
+    def __init__(self, model: StudentBackend, host: BrowserHost, workers: int) -> None:
+        self.model = model
+        self.host = host
+        self.slots = asyncio.Semaphore(workers)
+
+    async def act(self, req: ActRequest) -> ActResponse:
+        decision = Decision(req.observation, tuple(req.candidates), seed=req.seed)
+        out = self.model.act([decision], Regime(req.regime.temperature, req.regime.top_p))[0]
+        return ActResponse(
+            action=out.action,
+            action_index=out.action_index,
+            logprob=out.logprob,
+            entropy=out.entropy,
+            value=out.value,
+            top1_prob=out.top1_prob,
+            margin=out.margin,
+        )
+
+    async def episode(
+        self, task: BrowserTask, *, seed: int, temperature: float, group: str
+    ) -> tuple[Episode, EnvResult]:
+        job = RolloutJob(
+            job_id=f"{group}-{seed}",
+            episode_id=f"{group}-{seed}",
+            environment="browser",
+            task_id=task.task_id,
+            group_id=group,
+            seed=seed,
+            regime=DecodingRegime(temperature=temperature),
+            max_steps=self.host.settings.max_steps,
+        )
+        async with self.slots:
+            started = time.time()
+            env = await self.host.open(task, seed=seed, max_steps=job.max_steps)
+            steps: list[TrajectoryStep] = []
+            try:
+                checkpoint = await run_steps(env, job, self.act, steps, max_steps=job.max_steps)
+                result = env.result()
+            finally:
+                await env.close()
+        ep = completed_episode(
+            job,
+            checkpoint=checkpoint,
+            trajectory=steps,
+            outcome=result.outcome,
+            reward=result.reward,
+            info=result.info,
+            started=started,
+        )
+        return ep, result
+
+    async def rollouts(
+        self, jobs: list[Job], temperature: float
+    ) -> list[tuple[Episode, EpisodeResult | EnvResult]]:
+        runs = []
+        for t, seed, group in jobs:
+            assert isinstance(t, BrowserTask), "the browser actor runs browser tasks"
+            runs.append(self.episode(t, seed=seed, temperature=temperature, group=group))
+        return list(await asyncio.gather(*runs))
+
+
+def request_for(ep: Episode, task: Task) -> TeacherRequest:
+    """The request the teacher gateway would send for ``ep``."""
+    return TeacherRequest(
         request_id=ep.episode_id,
         episode_id=ep.episode_id,
-        environment="shell",
+        environment=ep.environment,
         task_id=task.task_id,
         task_statement=task.statement,
         steps=[
@@ -167,51 +306,57 @@ def taught(ep: Episode, task: ShellTask) -> Episode:
         ],
         outcome=ep.outcome,
     )
-    signal = judge(req, task)
+
+
+def taught(ep: Episode, task: Task) -> Episode:
+    """``ep`` with the oracle teacher's signal (hints), as the teacher gateway would add it:
+    ``judge`` for shell, ``judge_browser`` for the browser (no hints for MiniWoB++)."""
+    req = request_for(ep, task)
+    signal = judge(req, task) if isinstance(task, ShellTask) else judge_browser(req, task)
     return msgspec.structs.replace(ep, teacher_signal=signal)
 
 
-def score(actor: Actor, tasks: list[ShellTask], tag: str) -> list[float]:
+async def score(actor: Rollouts, tasks: Sequence[Task], tag: str) -> list[float]:
     """Near-greedy success (1/0) and reward per held-out task, seeded by task position."""
-    results = actor.many([(t, 7_000 + i, f"{tag}{i}") for i, t in enumerate(tasks)], 0.1)
+    results = await actor.rollouts([(t, 7_000 + i, f"{tag}{i}") for i, t in enumerate(tasks)], 0.1)
     return [1.0 if r.outcome == "success" else 0.0 for _, r in results] + [
         r.reward for _, r in results
     ]
 
 
-def train_one(
+async def train_one(
     seed: int,
     s: Settings,
-    train: list[ShellTask],
-    heldout: list[ShellTask],
-    executor: Executor,
+    train: Sequence[Task],
+    heldout: Sequence[Task],
+    actor_for: Callable[[StudentBackend], Rollouts],
     log: Callable[[str], None],
 ) -> dict:
     torch.manual_seed(seed)
     model = new_student("tiny", seed=seed)
-    actor = Actor(model, executor, s.workers)
+    actor = actor_for(model)
     n = len(heldout)
-    before = score(actor, heldout, "before")
+    before = await score(actor, heldout, "before")
     log(f"seed {seed}: untrained held-out success {sum(before[:n]) / n:.0%}")
     config = update_config(TrainerSettings(learning_rate=s.learning_rate, seed=seed))
     rng = random.Random(f"learning:{seed}")
     by_id = {t.task_id: t for t in train}
     curve = []
     for epoch in range(s.epochs):
-        picks = rng.sample(train, min(s.tasks_per_epoch, len(train)))
-        jobs = [
+        picks = rng.sample(list(train), min(s.tasks_per_epoch, len(train)))
+        jobs: list[Job] = [
             (t, 10_000 * epoch + i * s.group_size + k, f"s{seed}e{epoch}t{i}")
             for i, t in enumerate(picks)
             for k in range(s.group_size)
         ]
-        episodes = [taught(ep, by_id[ep.task_id]) for ep, _ in actor.many(jobs, 1.0)]
+        episodes = [taught(ep, by_id[ep.task_id]) for ep, _ in await actor.rollouts(jobs, 1.0)]
         rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
-        with actor.lock:
-            reference = load_student(model.to_bytes())  # the weights before the update
-            update(model, reference, build_batch(episodes, config=config), config)
+        # No episode runs now: the update has the student to itself.
+        reference = load_student(model.to_bytes())  # the weights before the update
+        update(model, reference, build_batch(episodes, config=config), config)
         curve.append(rate)
         log(f"seed {seed} epoch {epoch}: train rollouts succeeded {rate:.0%}")
-    after = score(actor, heldout, "after")
+    after = await score(actor, heldout, "after")
     log(f"seed {seed}: trained held-out success {sum(after[:n]) / n:.0%}")
     return {
         "before": before[:n],
@@ -229,7 +374,63 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict:
     log(f"generating {s.train_tasks} train and {s.heldout_tasks} held-out tasks (cached)")
     train = generate(s.train_tasks, 0, "train", cache=cache)
     heldout = generate(s.heldout_tasks, 0, "heldout", cache=cache)
-    return {str(seed): train_one(seed, s, train, heldout, executor, log) for seed in s.seeds}
+    return {
+        str(seed): await train_one(
+            seed, s, train, heldout, lambda m: Actor(m, executor, s.workers), log
+        )
+        for seed in s.seeds
+    }
+
+
+@contextlib.asynccontextmanager
+async def running(svc: Service) -> AsyncIterator[None]:
+    """Run ``svc`` in a task until the block ends, entered once it is ready (a start-up error is
+    raised here); stopped and joined at exit."""
+    task = asyncio.create_task(svc.run(install_signal_handlers=False), name=f"svc-{svc.name}")
+    ready = asyncio.create_task(svc.ready.wait())
+    try:
+        await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        if not svc.ready.is_set():
+            if task.done():
+                task.result()
+            raise RuntimeError(f"{svc.name} was not ready within 10 s")
+        yield
+    finally:
+        ready.cancel()
+        svc.stop()
+        await asyncio.wait_for(task, 15)
+
+
+async def measure_browser(s: Settings, log: Callable[[str], None]) -> dict:
+    torch.set_num_threads(1)
+    train = browser_split.generate(s.train_tasks, 0, "train")
+    heldout = browser_split.generate(s.heldout_tasks, 0, "heldout")
+    kinds = [t.kind for t in heldout]
+    log(
+        f"{len(train)} train and {len(heldout)} held-out browser tasks "
+        f"({kinds.count('site')} site, {kinds.count('miniwob')} MiniWoB++ held out)"
+    )
+    names = Names(f"bench{uuid.uuid4().hex[:10]}")
+    with _common.nats_server("aios-learning-") as server:
+        async with connect(server.url, name="bench-learning", names=names) as bus:
+            await provision(bus, topology(names))
+            sites, _ = build_sites(bus, SitesSettings(port=0))
+            # A short action timeout: a click under a cookie banner waits for it.
+            host = BrowserHost(
+                BrowserRunnerSettings(nats_url="", screenshots=False, action_timeout_s=1)
+            )
+            host.attach(bus)
+            async with running(sites):
+                try:
+                    res = {}
+                    for seed in s.seeds:
+                        res[str(seed)] = await train_one(
+                            seed, s, train, heldout, lambda m: BrowserActor(m, host, s.workers), log
+                        )
+                        res[str(seed)]["kinds"] = kinds
+                    return res
+                finally:
+                    await host.aclose()
 
 
 def paired_difference(
@@ -242,10 +443,39 @@ def paired_difference(
     return statistics.fmean(diffs), boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1]
 
 
+KIND_NAMES = {"site": "site-flow", "miniwob": "MiniWoB++"}
+
+
+def per_kind(res: dict) -> dict[str, tuple[list[float], list[float]]]:
+    """Held-out (before, after) successes pooled over seeds, per task kind (browser only)."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for r in res.values():
+        for kind, b, a in zip(r.get("kinds", []), r["before"], r["after"], strict=False):
+            before, after = out.setdefault(kind, ([], []))
+            before.append(b)
+            after.append(a)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    _, s, out = _common.bench_args("learning", __doc__, "~2 min", full=FULL, quick=QUICK, argv=argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--env", choices=("shell", "browser"), default="shell")
+    known, rest = pre.parse_known_args(argv)
+    browser = known.env == "browser"
+    if browser:
+        _, s, out = _common.bench_args(
+            "learning_browser", __doc__, "~40 s", full=BROWSER_FULL, quick=BROWSER_QUICK, argv=rest
+        )
+    else:
+        _, s, out = _common.bench_args(
+            "learning", __doc__, "~2 min", full=FULL, quick=QUICK, argv=rest
+        )
     console = Console()
-    res, machine, elapsed = _common.run(lambda log: measure(s, log), ["torch"], console)
+    res, machine, elapsed = _common.run(
+        lambda log: measure_browser(s, log) if browser else measure(s, log),
+        ["torch", "playwright"] if browser else ["torch"],
+        console,
+    )
     table = Table(title="held-out success (95% Wilson intervals) and mean reward")
     for col in ("seed", "untrained", "trained", "reward before", "reward after", "train curve"):
         table.add_column(col, justify="right")
@@ -280,17 +510,64 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(
         _common.Row("held-out success, pooled over seeds", "rate", pooled_a.value, pooled_b.value)
     )
+    kind_notes = []
+    for kind, (before, after) in per_kind(res).items():
+        kb, ka = wilson(int(sum(before)), len(before)), wilson(int(sum(after)), len(after))
+        kd, kl, kh = paired_difference(list(zip(before, after, strict=True)))
+        name = KIND_NAMES.get(kind, kind)
+        table.add_row(f"pooled, {name}", kb.pct(), ka.pct(), "", "", "")
+        rows.append(
+            _common.Row(
+                f"held-out success, {name} tasks, pooled over seeds",
+                "rate",
+                ka.value,
+                kb.value,
+                samples={"ours": after, "baseline": before},
+            )
+        )
+        kind_notes.append(
+            f"Held-out {name} tasks ({len(before)} (seed, task) pairs): untrained {kb.pct()}, "
+            f"trained {ka.pct()}; paired difference {kd:+.3f} [{kl:+.3f}, {kh:+.3f}] "
+            f"({'beyond noise' if kl > 0 else 'NOT beyond noise'})."
+        )
     console.print(table)
     _common.print_rows("learning: trained vs untrained", rows, "trained", "untrained", console)
     verdict = "beyond noise" if low > 0 else "NOT beyond noise"
     console.print(
         f"paired difference trained - untrained: {diff:+.3f} [{low:+.3f}, {high:+.3f}] ({verdict})"
     )
+    if browser:
+        learned = (
+            "The student learned beyond noise: the paired interval is above 0."
+            if low > 0
+            else "The student did NOT learn beyond noise: the paired interval is not above 0."
+        )
+        training = (
+            "Training: the campaign's loop in one process (no comparison gate, no teacher reward "
+            "shaping): GRPO groups at temperature 1 in real Chromium (one browser, a fresh context "
+            f"per episode, {s.workers} episodes at a time, at most "
+            f"{BrowserRunnerSettings().max_steps} steps, MiniWoB++ at most "
+            f"{browser_split.MINIWOB_MAX_STEPS}; action timeout 1 s), the sites service on an "
+            "embedded nats-server, oracle teacher hints (site tasks' solution paths; none for "
+            "MiniWoB++) distilled, one update per epoch with the trainer service's configuration. "
+            "Evaluation: one near-greedy (T=0.1) episode per held-out task, seeded; the same seeds "
+            "before and after."
+        )
+        env_notes = [learned, *kind_notes]
+    else:
+        training = (
+            "Training: the campaign's loop in one process (no NATS, no comparison gate, no teacher reward "
+            "shaping): GRPO groups at temperature 1, oracle teacher hints distilled, one update per epoch "
+            "with the trainer service's configuration. Evaluation: one near-greedy (T=0.1) episode per "
+            "held-out task, seeded; the same seeds before and after."
+        )
+        env_notes = []
     notes = [
         f"Pooled held-out success over {len(res)} seed(s) x {total // max(1, len(res))} tasks: untrained "
         f"{pooled_b.pct()}, trained {pooled_a.pct()} (Wilson 95 %).",
         f"Paired difference trained - untrained over (seed, task): {diff:+.3f}, bootstrap 95 % interval "
         f"[{low:+.3f}, {high:+.3f}]: {verdict}.",
+        *env_notes,
         *(
             f"Seed {seed}: untrained {wilson(int(sum(r['before'])), len(r['before'])).pct()}, trained "
             f"{wilson(int(sum(r['after'])), len(r['after'])).pct()}; rollout success per epoch "
@@ -298,15 +575,13 @@ def main(argv: list[str] | None = None) -> int:
             for seed, r in res.items()
         ),
         "Ratios: trained / untrained success rate (inf when the untrained student solved none).",
-        "Training: the campaign's loop in one process (no NATS, no comparison gate, no teacher reward "
-        "shaping): GRPO groups at temperature 1, oracle teacher hints distilled, one update per epoch "
-        "with the trainer service's configuration. Evaluation: one near-greedy (T=0.1) episode per "
-        "held-out task, seeded; the same seeds before and after.",
+        training,
     ]
+    what = "browser tasks (site flows and MiniWoB++)" if browser else "shell tasks"
     _common.report(
         console,
         out,
-        title="Learning benchmark: the tiny student on held-out shell tasks, before and after training",
+        title=f"Learning benchmark: the tiny student on held-out {what}, before and after training",
         rows=rows,
         ours="trained",
         baseline="untrained",
