@@ -216,3 +216,15 @@ async def test_a_replayed_prefix_reaches_the_parents_page_in_a_new_session(sites
             assert child.observation == observed, t.flow
         finally:
             await child.close()
+
+
+async def test_going_back_from_the_first_page_stays_on_the_site(sites: Sites) -> None:
+    t = generate(1, 8, "train")[0]
+    env = await sites.host.open(t, seed=t.seed, max_steps=t.max_steps)
+    try:
+        first = env.observation
+        await env.step("go back")
+        assert env.observation == first and not env.done
+        assert any("would leave the site" in e for e in env.events)
+    finally:
+        await env.close()

@@ -257,8 +257,12 @@ class BrowserEnv:
         if a.verb == "back":
             from playwright.async_api import Error as PlaywrightError
 
+            timeout = self.settings.action_timeout_s * 1000
             try:
-                await self.page.go_back(timeout=self.settings.action_timeout_s * 1000)
+                await self.page.go_back(timeout=timeout)
+                if self.prefix and self.prefix not in self.page.url:
+                    await self.page.go_forward(timeout=timeout)  # stay on the site
+                    raise InvalidAction("go back would leave the site")
             except PlaywrightError as exc:
                 if self.page.is_closed():
                     raise

@@ -360,7 +360,8 @@ _TARGETS_JS = r"""
     return img ? clean(img.alt) : "";
   };
   const found = [];
-  for (const el of document.body.querySelectorAll("*")) {
+  // A page between documents (a navigation, about:blank) has no body yet: no targets.
+  for (const el of document.body ? document.body.querySelectorAll("*") : []) {
     if (skip && el.closest(skip)) continue;
     const role = roleOf(el);
     if (!isTarget(el, role) || !visible(el)) continue;
