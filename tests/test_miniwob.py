@@ -84,7 +84,9 @@ async def test_the_same_task_and_seed_give_the_same_page(page: Page) -> None:
     # nor does a page change by itself (the countdown display ticked every second)
     await mw.start(page, "click-button", 5)
     first = await _snapshot(page)
-    await page.wait_for_timeout(1100)
+    since = await page.evaluate("performance.now()")
+    # The condition is the page's own clock passing the countdown's period (1 s), with a deadline.
+    await page.wait_for_function(f"performance.now() > {since} + 1100", timeout=10_000)
     assert await _snapshot(page) == first
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from aios_rl.envs.browser.store import BrowserTaskStore
-
 from aios_rl.bus import Bus, PermanentError, ServiceError, get_logger
+from aios_rl.envs.browser.store import BrowserTaskStore
 from aios_rl.envs.shell.store import ShellTaskStore
 from aios_rl.state.tasks import CorruptTaskError, TaskStoreUnavailableError, UnknownTaskError
 from contracts import BrowserTask, Names, ShellTask, TeacherRequest, TeacherSignal
@@ -31,26 +30,7 @@ class Oracle:
 
     async def browser_task(self, task_id: str) -> BrowserTask:
         """The browser task ``task_id`` (errors as :meth:`task`)."""
-        cached = self.browser_tasks.get(task_id)
-        if cached is not None:
-            return cached
-        try:
-            Names.object_task("browser", task_id)
-        except ValueError as exc:
-            raise PermanentError(str(exc)) from exc
-        try:
-            task = await self.browser_store.get(task_id)
-        except UnknownTaskError as exc:
-            self.missing_tasks += 1
-            raise ServiceError("404", f"no browser task {task_id} in the tasks store") from exc
-        except TaskStoreUnavailableError as exc:
-            raise ServiceError("503", str(exc)) from exc
-        except CorruptTaskError as exc:
-            raise PermanentError(f"stored task {task_id} is not a BrowserTask: {exc}") from exc
-        self.browser_tasks[task_id] = task
-        while len(self.browser_tasks) > self.capacity:
-            self.browser_tasks.popitem(last=False)
-        return task
+        return await self._load("browser", task_id, self.browser_store, self.browser_tasks)
 
     async def task(self, task_id: str) -> ShellTask:
         """The shell task ``task_id`` from the task store (decoded and checked once, then cached).
@@ -58,26 +38,31 @@ class Oracle:
         Raises ``PermanentError`` for an id that cannot name a task or a stored task that is
         corrupt (does not decode, or does not match its id), ``ServiceError`` 404 when no such
         task is stored and 503 when the store is unreachable."""
-        cached = self.tasks.get(task_id)
+        return await self._load("shell", task_id, self.store, self.tasks)
+
+    async def _load(self, env: str, task_id: str, store, cache):  # type: ignore[no-untyped-def]
+        """``task_id`` of ``env`` from ``store`` through ``cache`` (least recently used first)."""
+        cached = cache.get(task_id)
         if cached is not None:
-            self.tasks.move_to_end(task_id)
+            cache.move_to_end(task_id)
             return cached
         try:
-            Names.object_task("shell", task_id)
+            Names.object_task(env, task_id)
         except ValueError as exc:  # not even a valid id: asking again cannot help
             raise PermanentError(str(exc)) from exc
         try:
-            task = await self.store.get(task_id)
+            task = await store.get(task_id)
         except UnknownTaskError as exc:
             self.missing_tasks += 1
-            raise ServiceError("404", f"no shell task {task_id} in the tasks store") from exc
+            raise ServiceError("404", f"no {env} task {task_id} in the tasks store") from exc
         except TaskStoreUnavailableError as exc:
             raise ServiceError("503", str(exc)) from exc
         except CorruptTaskError as exc:
-            raise PermanentError(f"stored task {task_id} is not a ShellTask: {exc}") from exc
-        self.tasks[task_id] = task
-        while len(self.tasks) > self.capacity:
-            self.tasks.popitem(last=False)
+            kind = store.kind.type.__name__
+            raise PermanentError(f"stored task {task_id} is not a {kind}: {exc}") from exc
+        cache[task_id] = task
+        while len(cache) > self.capacity:
+            cache.popitem(last=False)
         return task
 
     async def answer(self, req: TeacherRequest) -> TeacherSignal:
