@@ -79,7 +79,18 @@ from .rail import (
 from .replay import ReplayBatch, ReplaySampleRequest
 from .rollout import ActRequest, ActResponse, RolloutJob
 from .subjects import SCHEMA_HEADER, Names, Topology, topology
-from .tasks import CandidateEdit, GroundTruth, OrchestratorTask, ShellTask, TaskIndex
+from .tasks import (
+    CandidateEdit,
+    Checkpoint,
+    CheckpointCause,
+    GroundTruth,
+    LoggedDecision,
+    OrchestratorStage,
+    OrchestratorTask,
+    ShellTask,
+    TaskIndex,
+    WorkItem,
+)
 from .teacher import StepDigest, TeacherRequest
 from .trainer import TrainerUpdate, TrainerUpdateResult
 from .vocab import (
@@ -173,6 +184,8 @@ __all__ = [
     "CampaignState",
     "CampaignStatus",
     "CandidateEdit",
+    "Checkpoint",
+    "CheckpointCause",
     "CheckpointEvent",
     "CheckpointMeta",
     "CheckpointPointers",
@@ -200,8 +213,10 @@ __all__ = [
     "GroundTruth",
     "GroupContrast",
     "Lane",
+    "LoggedDecision",
     "Message",
     "Names",
+    "OrchestratorStage",
     "OrchestratorTask",
     "Outcome",
     "PointerMove",
@@ -247,6 +262,7 @@ __all__ = [
     "TrainerUpdateResult",
     "TrajectoryStep",
     "Verdict",
+    "WorkItem",
     "decode",
     "decode_any",
     "encode",

@@ -9,7 +9,18 @@ import msgspec
 
 from ._base import Message
 
-__all__ = ["CandidateEdit", "GroundTruth", "OrchestratorTask", "ShellTask", "TaskIndex"]
+__all__ = [
+    "CandidateEdit",
+    "Checkpoint",
+    "CheckpointCause",
+    "GroundTruth",
+    "LoggedDecision",
+    "OrchestratorStage",
+    "OrchestratorTask",
+    "ShellTask",
+    "TaskIndex",
+    "WorkItem",
+]
 
 ShellSplit = Literal["train", "heldout", "real"]
 
@@ -75,21 +86,89 @@ class TaskIndex(Message, frozen=True, kw_only=True):
     task_ids: list[str] = []
 
 
-class OrchestratorTask(Message, frozen=True, kw_only=True):
-    """A control decision with hidden ground truth: route a request (dispatch), pass or block a
-    change (preflight), or tell a real need for a human from noise (clarity)."""
+OrchestratorStage = Literal["preflight", "dispatch", "clarity", "quality"]
+"""The decisions of an orchestrated run, in the order they come."""
 
-    SCHEMA = "orchestrator_task.v1"
+CheckpointCause = Literal["human", "transient", "assumption", "replan"]
+"""Why a run is blocked: a real need for a human, noise to retry, a gap a stated assumption
+bridges, or a plan that cannot work (re-plan)."""
+
+
+class WorkItem(msgspec.Struct, frozen=True, kw_only=True):
+    """Hidden attributes of a work item: the policy sees only the evidence they produce."""
+
+    environment: Literal["production", "staging", "sandbox"]
+    destructive: bool
+    """The request deletes, overwrites or revokes something."""
+    reversible: bool
+    """A backup or a down-migration can undo it."""
+    ambiguous: bool
+    """The request misses a choice only its author can make."""
+    tests: Literal["green", "broken", "flaky"]
+    """The branch before dispatch: all green, really broken, or failing only on flaky tests."""
+    secret: bool
+    """The diff carries a credential."""
+    scope: Literal["small", "large"]
+    """A large item's first subagent result has a bug to rework."""
+    flaky_infra: bool
+    """CI is flaky: a failure after the run may be noise."""
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a run blocks after dispatch, with the evidence an orchestrator would see."""
+
+    cause: CheckpointCause
+    """Hidden: what the block really needs."""
+    evidence: str
+    """What the policy sees at the clarity gate."""
+    source: str = "generated"
+    """``generated``, or ``episode:<environment>:<episode_id>`` for a checkpoint built from a
+    real blocked or failed episode of another environment."""
+
+
+class LoggedDecision(msgspec.Struct, frozen=True, kw_only=True):
+    """One decision from a user's own orchestrator log (``aios-rl orchestrator import``)."""
+
+    stage: OrchestratorStage
+    evidence: str
+    """What the orchestrator saw when it decided (the observation)."""
+    decision: str
+    """The decision it took."""
+    outcome: Literal["success", "failure", "incident"]
+    """What came of it."""
+    correct: str = ""
+    """The decision that should have been taken, when the log says (a reviewer's label)."""
+    candidates: list[str] = []
+    """The decisions offered (default: the stage's)."""
+
+
+class OrchestratorTask(Message, frozen=True, kw_only=True):
+    """An orchestrated run over one work item (``kind="run"``): preflight, dispatch, a blocked
+    checkpoint when it has one, quality review; or a run that starts at a blocked checkpoint
+    (``kind="clarity"``); or one imported decision (``kind="imported"``). Outcomes are simulated
+    from the hidden ``item`` and ``checkpoint`` (``aios_rl.envs.orchestrator.sim``)."""
+
+    SCHEMA = "orchestrator_task.v2"
 
     task_id: str
+    """Content address (``aios_rl.envs.orchestrator.task_id_of``)."""
     split: str = "train"
-    kind: Literal["dispatch", "preflight", "clarity"]
-    observation: str
-    """What the policy sees: the request and its facts, rendered as text."""
-    candidates: list[str]
-    best: str
-    """Hidden: the decision with the best simulated outcome."""
-    acceptable: list[str] = []
-    """Hidden: decisions that are safe but costly (partial credit)."""
-    rationale: str = ""
-    """Hidden: why ``best`` is best (for the oracle teacher)."""
+    kind: Literal["run", "clarity", "imported"] = "run"
+    template: str = ""
+    """How the evidence is worded; train and held-out share no template."""
+    seed: int = 0
+    """Seeds the evidence's details (counts, names); the outcome depends only on the hidden
+    attributes and the decisions."""
+    request: str = ""
+    """The work item as its author wrote it."""
+    service: str = ""
+    """The repository / service the item is about."""
+    facts: dict[str, str] = {}
+    """Visible details: the paths and size of the change, what an ambiguous phrase could mean."""
+    item: WorkItem | None = None
+    """Hidden attributes (``None`` for an imported decision)."""
+    checkpoint: Checkpoint | None = None
+    """Hidden cause and visible evidence of the block the run hits after dispatch, if any."""
+    logged: LoggedDecision | None = None
+    """The imported decision (``kind="imported"``)."""
+    max_steps: int = 12

@@ -142,7 +142,7 @@ def test_the_adapters_satisfy_the_protocol() -> None:
     from aios_rl.envs.orchestrator.adapter import OrchestratorEnv
     from aios_rl.envs.orchestrator.tasks import generate
 
-    assert isinstance(OrchestratorEnv(generate(1)[0]), Environment)
+    assert isinstance(OrchestratorEnv(generate(1)[0], max_steps=12), Environment)
     assert {"shell", "orchestrator", "beacon"} <= set(registry.names())
     assert registry.get("shell").tasks.type.SCHEMA == "shell_task.v1"
 

@@ -6,11 +6,19 @@ from collections import OrderedDict
 
 from aios_rl.bus import Bus, PermanentError, ServiceError, get_logger
 from aios_rl.envs.browser.store import BrowserTaskStore
+from aios_rl.envs.registry import task_store
 from aios_rl.envs.shell.store import ShellTaskStore
 from aios_rl.state.tasks import CorruptTaskError, TaskStoreUnavailableError, UnknownTaskError
-from contracts import BrowserTask, Names, ShellTask, TeacherRequest, TeacherSignal
+from contracts import (
+    BrowserTask,
+    Names,
+    OrchestratorTask,
+    ShellTask,
+    TeacherRequest,
+    TeacherSignal,
+)
 
-from .logic import judge, judge_browser, not_judged
+from .logic import judge, judge_browser, judge_orchestrator, not_judged
 from .settings import OracleSettings
 
 
@@ -23,6 +31,8 @@ class Oracle:
         self.tasks: OrderedDict[str, ShellTask] = OrderedDict()
         self.browser_store = BrowserTaskStore(bus)
         self.browser_tasks: OrderedDict[str, BrowserTask] = OrderedDict()
+        self.orchestrator_store = task_store(bus, "orchestrator")
+        self.orchestrator_tasks: OrderedDict[str, OrchestratorTask] = OrderedDict()
         self.capacity = settings.task_cache_size
         self.answered = 0
         self.missing_tasks = 0
@@ -71,10 +81,15 @@ class Oracle:
             signal = judge(req, await self.task(req.task_id))
         elif req.environment == "browser":
             signal = judge_browser(req, await self.browser_task(req.task_id))
+        elif req.environment == "orchestrator":
+            task = await self._load(
+                "orchestrator", req.task_id, self.orchestrator_store, self.orchestrator_tasks
+            )
+            signal = judge_orchestrator(req, task)
         else:
             signal = not_judged(
                 req,
-                f"the oracle holds ground truth for shell and browser tasks, not {req.environment}",
+                f"the oracle holds ground truth for shell, browser and orchestrator tasks, not {req.environment}",
             )
         self.answered += 1
         self.log.debug(

@@ -48,9 +48,18 @@ success ``1 - 0.1·missed`` (at least 0.5), partial 0.25, failure -1 when the pa
 (-0.5 when it could not be followed from the start), blocked unsure 0 (boundary). MiniWoB++ tasks
 carry no path (their solvers read the page): answered ``unsure``.
 
-Episodes of other environments (orchestrator) have no ground truth the oracle holds: they are
-answered ``unsure`` with score 0 and no hints (status ``ok``, so they pass through reward fusion
-without shaping).
+Orchestrator episodes (``judge_orchestrator``): the run is a pure function of the task's hidden
+attributes and the decisions, so the oracle replays the episode's own decisions through the
+simulator and knows the exact state at every step: each step whose decision differs from the best
+one there (``aios_rl.envs.orchestrator.sim.best_decision``) gets a hint with why. Scores: a success
+``1 - 0.1·missed`` (at least 0.5), partial (a safe stop) 0.25, failure -1 with an incident and -0.5
+without; boundary when every decision was the best and the run still did not succeed (cut off), or
+the trajectory cannot be replayed (steps left out of the digest); blocked: unsure 0, boundary. An
+imported decision is judged by its log's verdict (no verdict: unsure).
+
+Episodes of other environments have no ground truth the oracle holds: they are answered
+``unsure`` with score 0 and no hints (status ``ok``, so they pass through reward fusion without
+shaping).
 """
 
 from __future__ import annotations
@@ -62,18 +71,20 @@ from aios_rl.envs.browser.actions import (
     parse,
     resolve_names,
 )
+from aios_rl.envs.orchestrator import sim
 from aios_rl.envs.shell.episode import SUBMIT, UNDO
 from aios_rl.teachers import shown_as
 from contracts import (
     BrowserTask,
     CandidateEdit,
+    OrchestratorTask,
     ShellTask,
     TeacherHint,
     TeacherRequest,
     TeacherSignal,
 )
 
-__all__ = ["BACKEND", "judge", "judge_browser", "not_judged"]
+__all__ = ["BACKEND", "judge", "judge_browser", "judge_orchestrator", "not_judged"]
 
 BACKEND = "oracle"
 
@@ -247,6 +258,63 @@ def judge_browser(req: TeacherRequest, task: BrowserTask) -> TeacherSignal:
         backend=BACKEND,
         verdict=verdict,  # type: ignore[arg-type]
         score=score,
+        hints=hints,
+        rationale=where,
+    )
+
+
+def judge_orchestrator(req: TeacherRequest, task: OrchestratorTask) -> TeacherSignal:
+    """The oracle's signal for an orchestrator episode on ``task`` (see the module docstring)."""
+    if task.kind == "imported" and not sim.best_decision(task, sim.start(task))[0]:
+        return not_judged(req, f"the log of task {task.task_id} says no right decision")
+    state = sim.start(task)
+    hints: list[TeacherHint] = []
+    followed = 0
+    replayed = True
+    for expected_index, step in enumerate(req.steps):
+        if step.index != expected_index or state.done:
+            replayed = False  # a step left out of the digest: the state after it is unknown
+            break
+        best, why = sim.best_decision(task, state)
+        if sim.normalise(step.action) == sim.normalise(best):
+            followed += 1
+        else:
+            offered = [c for c in step.candidates if sim.normalise(c) == sim.normalise(best)]
+            hints.append(
+                TeacherHint(
+                    step=step.index,
+                    better_action=offered[0] if offered else best,
+                    note=f"{state.stage}: {why}",
+                )
+            )
+        state = sim.step(task, state, step.action)
+    missed = len(hints)
+    where = (
+        f"{task.kind} {task.template or 'log'}: {followed} of {len(req.steps)} decisions were the "
+        f"best; incidents {state.incidents}, human minutes {state.human_minutes}, "
+        f"compute units {state.compute}"
+    )
+    if req.outcome == "blocked" or not replayed:
+        return TeacherSignal(
+            backend=BACKEND,
+            verdict="unsure",
+            boundary=True,
+            hints=hints,
+            rationale=where if replayed else f"{where}; the digest leaves steps out",
+        )
+    if req.outcome == "success":
+        verdict, score, boundary = "correct", max(0.5, 1.0 - 0.1 * missed), False
+    elif req.outcome == "partial":
+        verdict, score, boundary = "partially_correct", 0.25, False
+    else:
+        verdict = "incorrect"
+        score = -1.0 if state.incidents else -0.5
+        boundary = missed == 0  # every decision was the best and the run still failed
+    return TeacherSignal(
+        backend=BACKEND,
+        verdict=verdict,  # type: ignore[arg-type]
+        score=score,
+        boundary=boundary,
         hints=hints,
         rationale=where,
     )

@@ -1,5 +1,7 @@
-"""The orchestrator environment: control decisions with hidden ground truth."""
+"""The orchestrator environment: whole orchestrated runs over work items with hidden attributes
+(:mod:`.sim`), their evidence as text (:mod:`.render`), tasks split honestly (:mod:`.tasks`),
+checkpoints from other environments' episodes (:mod:`.ledger`), users' logs (:mod:`.importer`)."""
 
-from .tasks import generate, outcome_of
+from .tasks import generate, task_id_of
 
-__all__ = ["generate", "outcome_of"]
+__all__ = ["generate", "task_id_of"]
