@@ -21,12 +21,38 @@ from .. import __version__
 from ..bus import BusError, configure_logging
 from ..stack.natsd import NatsServerError
 from ..stack.supervisor import PlanError
-from . import auth, browser, campaign, checkpoints, demo, publish, rail, services, shell, tap, up
+from . import (
+    auth,
+    browser,
+    campaign,
+    checkpoints,
+    demo,
+    orchestrator,
+    publish,
+    rail,
+    services,
+    shell,
+    tap,
+    up,
+)
 from ._common import CliError, use_credentials
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = (up, services, tap, publish, checkpoints, shell, browser, campaign, rail, demo, auth)
+COMMANDS = (
+    up,
+    services,
+    tap,
+    publish,
+    checkpoints,
+    shell,
+    browser,
+    orchestrator,
+    campaign,
+    rail,
+    demo,
+    auth,
+)
 """The command groups, in the order ``aios-rl --help`` lists them."""
 
 

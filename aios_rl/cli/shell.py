@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
@@ -154,21 +154,34 @@ def _benchmark_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def generator_of(env: str) -> Callable[[int, int, str], list]:  # type: ignore[type-arg]
+    """``(count, seed, split) -> tasks`` for a built-in environment other than shell (whose
+    generation is verified and cached: :func:`ensure_tasks`). Raises ``CliError``."""
+    if env == "browser":
+        from ..envs.browser.generate import generate as generate_browser
+
+        return generate_browser
+    if env == "orchestrator":
+        from ..envs.orchestrator import generate as generate_orchestrator
+
+        return lambda count, seed, split: generate_orchestrator(count, seed=seed, split=split)
+    raise CliError(f"no task generator for environment {env!r}")
+
+
 async def ensure_tasks(
     bus: Bus, split: str, count: int, console: Console, *, seed: int = 0, env: str = "shell"
 ) -> list[str]:
     """The first ``count`` task ids of ``split``, generating and storing what is missing."""
-    if env == "browser":
-        from ..envs.browser.generate import generate as generate_browser
-        from ..envs.browser.store import BrowserTaskStore
+    if env != "shell":
+        from ..envs.registry import task_store
 
-        browser_store = BrowserTaskStore(bus)
-        ids = await browser_store.list(split)
+        other = task_store(bus, env)
+        ids = await other.list(split)
         if len(ids) < count:
-            tasks = generate_browser(count, seed, split)
-            await browser_store.put_all(tasks)
-            console.print(f"{len(tasks)} {split} browser tasks stored (site flows and MiniWoB++)")
-            ids = await browser_store.list(split)
+            tasks = generator_of(env)(count, seed, split)
+            await other.put_all(tasks)
+            console.print(f"{len(tasks)} {split} {env} tasks stored")
+            ids = await other.list(split)
         return ids[:count]
     store = ShellTaskStore(bus)
     ids = await store.list(split)
@@ -296,7 +309,11 @@ def needs_of(env: str) -> set[str]:
     return {f"{env}-runner", *({"sites"} if env == "browser" else set())}
 
 
-def run_shell_eval(args: argparse.Namespace) -> int:
+AfterEval = Callable[[Bus, list[str], Console], Awaitable[None]]
+"""More to print after an eval's summary, on the same stack (the environment's baselines)."""
+
+
+def run_shell_eval(args: argparse.Namespace, after: AfterEval | None = None) -> int:
     console = make_console()
     env = getattr(args, "environment", "shell")
 
@@ -314,18 +331,20 @@ def run_shell_eval(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 env=env,
             )
-        if args.json:
-            print(msgspec.json.encode({"checkpoint": checkpoint, **summary.__dict__}).decode())
-            return 0
-        console.print(
-            _summary_table(
-                f"{env} eval: {args.split}, {len(ids)} tasks, near-greedy, 95% intervals",
-                {
-                    checkpoint[:12]
-                    + (f" ({args.checkpoint})" if args.checkpoint in POINTERS else ""): summary
-                },
+            if args.json:
+                print(msgspec.json.encode({"checkpoint": checkpoint, **summary.__dict__}).decode())
+                return 0
+            console.print(
+                _summary_table(
+                    f"{env} eval: {args.split}, {len(ids)} tasks, near-greedy, 95% intervals",
+                    {
+                        checkpoint[:12]
+                        + (f" ({args.checkpoint})" if args.checkpoint in POINTERS else ""): summary
+                    },
+                )
             )
-        )
+            if after is not None:
+                await after(st.bus, ids, console)
         return 0
 
     return asyncio.run(main())

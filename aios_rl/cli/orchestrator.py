@@ -1,0 +1,200 @@
+"""``aios-rl orchestrator benchmark-generate | train | eval | import | mine``: the orchestrator
+environment's commands. ``train`` / ``eval`` are the shell's (on ``--nats-url``'s stack or an
+embedded one); ``eval`` also prints what the baselines score on the same tasks; ``import`` stores
+a user's own decisions (a JSONL log); ``mine`` turns the blocked and failed shell and browser
+episodes the stack has recorded into clarity-gate tasks."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from contracts import Names, OrchestratorTask
+
+from ..bus import Bus, connect
+from ._common import CliError, bus_args, insecure_arg, positive, training_args, url
+from .shell import POINTERS, _on_a_stack, run_shell_eval, run_shell_train
+
+__all__ = ["add", "baseline_table"]
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    orch = subparsers.add_parser(
+        "orchestrator",
+        help="the orchestrator environment: preflight, dispatch, clarity gates, quality review",
+    )
+    sub = orch.add_subparsers(dest="orchestrator_command", metavar="ACTION", required=True)
+    gen = sub.add_parser(
+        "benchmark-generate", help="generate orchestrated-run tasks and store them"
+    )
+    gen.add_argument("--count", type=positive, required=True, help="tasks to generate")
+    gen.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    gen.add_argument(
+        "--split", choices=("train", "heldout"), default="train", help="which split (default train)"
+    )
+    bus_args(gen)
+    gen.set_defaults(run=_generate)
+
+    train = sub.add_parser(
+        "train",
+        help="train the student on orchestrator tasks: a campaign with held-out scores before "
+        "and after",
+    )
+    training_args(train, epochs=5, data_dir=".aios/stack", train_tasks=120, heldout=60)
+    train.add_argument("--campaign-id", help="campaign id (default orchestrator-<date>-<time>)")
+    bus_args(train)
+    train.set_defaults(run=_on_a_stack(run_shell_train), environment="orchestrator")
+
+    ev = sub.add_parser(
+        "eval",
+        help="success, mean reward of a checkpoint with intervals, and the baselines' on the "
+        "same tasks",
+    )
+    ev.add_argument(
+        "--checkpoint",
+        default="active",
+        metavar="ID|POINTER",
+        help=f"checkpoint id, or {' / '.join(POINTERS)} (default active)",
+    )
+    ev.add_argument("--split", choices=("heldout", "train"), default="heldout", help="which tasks")
+    ev.add_argument("--limit", type=positive, default=60, help="tasks to run (default 60)")
+    ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ev.add_argument(
+        "--data-dir",
+        default=".aios/stack",
+        help="embedded stack's JetStream data and logs, when none is reachable (default .aios/stack)",
+    )
+    insecure_arg(ev)
+    bus_args(ev)
+    ev.set_defaults(run=_on_a_stack(_eval), environment="orchestrator")
+
+    imp = sub.add_parser(
+        "import",
+        help="store your own orchestrator decisions (a JSONL log, docs/orchestrator.md) as tasks",
+    )
+    imp.add_argument("file", metavar="FILE", help="the JSONL file")
+    imp.add_argument(
+        "--dry-run", action="store_true", help="check the file and count its entries; store nothing"
+    )
+    bus_args(imp)
+    imp.set_defaults(run=_import)
+
+    mine = sub.add_parser(
+        "mine",
+        help="clarity-gate tasks from the blocked and failed shell / browser episodes recorded",
+    )
+    mine.add_argument("--seed", type=int, default=0, help="seed of the work items (default 0)")
+    bus_args(mine)
+    mine.set_defaults(run=_mine)
+
+
+async def _store(args: argparse.Namespace, tasks: Sequence[OrchestratorTask]) -> tuple[int, int]:
+    from ..envs.registry import task_store
+
+    async with connect(url(args), name="aios-rl-orchestrator", names=Names(args.namespace)) as bus:
+        result = await task_store(bus, "orchestrator").put_all(tasks)
+    return result.stored, result.existing
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from ..envs.orchestrator import generate
+
+    tasks = generate(args.count, seed=args.seed, split=args.split)
+    stored, existing = asyncio.run(_store(args, tasks))
+    kinds = Counter(t.kind for t in tasks)
+    print(
+        f"{len(tasks)} {args.split} orchestrator tasks ({kinds['run']} runs, "
+        f"{kinds['clarity']} clarity gates): {stored} stored, {existing} already there"
+    )
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from ..envs.orchestrator.importer import LogFormatError, read_file
+
+    try:
+        tasks = read_file(args.file)
+    except LogFormatError as exc:
+        raise CliError(str(exc)) from None
+    splits = Counter(t.split for t in tasks)
+    stages = Counter(t.logged.stage for t in tasks if t.logged)
+    what = ", ".join(f"{n} {s}" for s, n in sorted(stages.items()))
+    if args.dry_run:
+        print(
+            f"{len(tasks)} entries ({what}); train {splits['train']}, held-out {splits['heldout']}"
+        )
+        return 0
+    stored, existing = asyncio.run(_store(args, tasks))
+    print(
+        f"{len(tasks)} imported decisions ({what}): {stored} stored, {existing} already there; "
+        f"train {splits['train']}, held-out {splits['heldout']}"
+    )
+    return 0
+
+
+def _mine(args: argparse.Namespace) -> int:
+    from ..envs.orchestrator.ledger import read_episodes, tasks_from_episodes
+    from ..envs.registry import task_store
+
+    async def main() -> tuple[int, list[OrchestratorTask], int, int]:
+        async with connect(
+            url(args), name="aios-rl-orchestrator", names=Names(args.namespace)
+        ) as bus:
+            episodes = await read_episodes(bus)
+            tasks = tasks_from_episodes(episodes, seed=args.seed)
+            result = await task_store(bus, "orchestrator").put_all(tasks)
+        return len(episodes), tasks, result.stored, result.existing
+
+    seen, tasks, stored, existing = asyncio.run(main())
+    causes = Counter(t.checkpoint.cause for t in tasks if t.checkpoint)
+    splits = Counter(t.split for t in tasks)
+    what = ", ".join(f"{n} {c}" for c, n in sorted(causes.items())) or "none"
+    print(
+        f"{seen} shell/browser episodes read; {len(tasks)} became clarity-gate tasks "
+        f"(causes: {what}; train {splits['train']}, held-out {splits['heldout']}): "
+        f"{stored} stored, {existing} already there"
+    )
+    return 0
+
+
+def baseline_table(tasks: Sequence[OrchestratorTask], train: Sequence[OrchestratorTask]) -> Table:
+    """Mean reward of the oracle, random, constant, majority and one-feature policies on
+    ``tasks`` (majority and one-feature rules fitted on ``train``)."""
+    from ..envs.orchestrator import baselines as b
+
+    runs = [t for t in tasks if t.kind != "imported"]
+    table = Table(title=f"baselines on the same {len(runs)} tasks (mean reward, in process)")
+    table.add_column("policy")
+    table.add_column("mean reward", justify="right")
+    policies: dict[str, b.Policy] = {"oracle": b.oracle, "random": b.random_policy(0)}
+    policies |= {name: b.constant(d) for name, d in b.CONSTANT.items()}
+    fit = [t for t in train if t.kind != "imported"]
+    if fit:
+        policies["majority per stage"] = b.constant(b.fit_majority(fit))
+        policies["best one-feature rule"] = b.fit_one_feature(fit)[0]
+    for name, policy in policies.items():
+        table.add_row(name, f"{b.evaluate(runs, policy):.3f}")
+    return table
+
+
+async def _baselines(bus: Bus, ids: list[str], console: Console) -> None:
+    from ..envs.registry import task_store
+
+    store = task_store(bus, "orchestrator")
+    tasks = [await store.get(i) for i in ids]
+    train = [await store.get(i) for i in (await store.list("train"))[:400]]
+    if not [t for t in train if t.kind != "imported"]:
+        from ..envs.orchestrator import generate
+
+        train = generate(400, seed=0)  # none stored: fit the rules on the generator's train split
+    console.print(baseline_table(tasks, train))
+
+
+def _eval(args: argparse.Namespace) -> int:
+    return run_shell_eval(args, after=_baselines)
