@@ -52,7 +52,7 @@ from .codec import (
     registered,
     schema_of,
 )
-from .comparison import EpochVerdict, EpochVerdictRequest, TaskDelta
+from .comparison import EnvVerdict, EpochVerdict, EpochVerdictRequest, TaskDelta
 from .episode import (
     BranchInfo,
     ComparisonResult,
@@ -200,6 +200,7 @@ __all__ = [
     "DecodingRegime",
     "EncodeError",
     "EnvEpochStats",
+    "EnvVerdict",
     "Environment",
     "Episode",
     "EpisodeRole",

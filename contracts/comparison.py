@@ -7,7 +7,7 @@ import msgspec
 from ._base import Message
 from .vocab import Verdict
 
-__all__ = ["EpochVerdict", "EpochVerdictRequest", "TaskDelta"]
+__all__ = ["EnvVerdict", "EpochVerdict", "EpochVerdictRequest", "TaskDelta"]
 
 
 class EpochVerdictRequest(Message, frozen=True, kw_only=True):
@@ -24,6 +24,12 @@ class EpochVerdictRequest(Message, frozen=True, kw_only=True):
     margin: float = 0.05
     """Per-task mean-reward differences within this margin count as ties."""
     confidence: float = 0.95
+    environments: dict[str, str] = {}
+    """Task id -> its environment, for the per-environment tests and the veto (a mixed
+    campaign); empty: one pooled test only."""
+    veto_margin: float = 0.1
+    """An environment whose own test says ``worse`` with a mean delta below ``-veto_margin``
+    vetoes the pooled verdict: the whole student is ``worse``."""
 
 
 class TaskDelta(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,6 +41,20 @@ class TaskDelta(msgspec.Struct, frozen=True, kw_only=True):
     candidate_runs: int
     reference_runs: int
     delta: float
+
+
+class EnvVerdict(msgspec.Struct, frozen=True, kw_only=True):
+    """The same paired test on one environment's tasks only."""
+
+    verdict: Verdict
+    tasks: int = 0
+    wins: int = 0
+    losses: int = 0
+    ties: int = 0
+    mean_delta: float = 0.0
+    ci_low: float = 0.0
+    ci_high: float = 0.0
+    sign_test_p: float = 1.0
 
 
 class EpochVerdict(Message, frozen=True, kw_only=True):
@@ -55,3 +75,9 @@ class EpochVerdict(Message, frozen=True, kw_only=True):
     sign_test_p: float = 1.0
     reason: str = ""
     deltas: list[TaskDelta] = []
+    per_env: dict[str, EnvVerdict] = {}
+    """Each environment's own test (when the request named environments)."""
+    vetoed_by: list[str] = []
+    """Environments whose degradation turned the pooled verdict into ``worse``."""
+    pooled: Verdict | None = None
+    """The pooled verdict before any veto (``None``: no environments named)."""

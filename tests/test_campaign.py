@@ -24,6 +24,7 @@ from contracts import (
     BranchingSettings,
     CampaignEvent,
     CampaignSpec,
+    CampaignState,
     CampaignStatus,
     DecodingRegime,
     Episode,
@@ -36,7 +37,7 @@ from contracts import (
 )
 from contracts.subjects import OBJECTS_TASKS
 from services.campaign.handlers import Campaigns
-from services.campaign.logic import decide, sample_tasks, split_counts
+from services.campaign.logic import decide, sample_tasks, split_counts, verdict_request
 from services.campaign.main import build as build_campaign
 from services.campaign.settings import CampaignSettings
 from services.comparison.main import build as build_comparison
@@ -99,6 +100,28 @@ def test_decide_rolls_back_on_worse_and_to_last_stable_on_a_streak() -> None:
         "comparison_failed", degradation_streak=1, stable_streak=1, spec=spec, first=False
     )
     assert (failed.decision, failed.degradation_streak, failed.stable_streak) == ("hold", 1, 1)
+
+
+def test_the_epoch_verdict_names_each_tasks_environment_and_worse_rolls_the_whole_student_back() -> (
+    None
+):
+    spec = CampaignSpec(
+        campaign_id="mix", environments={"shell": 0.5, "browser": 0.25, "orchestrator": 0.25}
+    )
+    state = CampaignState(
+        spec=spec,
+        epoch=3,
+        candidate="c1",
+        reference="c0",
+        tasks=["shell/s1", "browser/b1", "orchestrator/o1", "shell/s2"],
+    )
+    req = verdict_request(state)
+    assert (req.candidate, req.reference, req.epoch) == ("c1", "c0", 3)
+    assert req.tasks == ["b1", "o1", "s1", "s2"]
+    assert req.environments == {"s1": "shell", "s2": "shell", "b1": "browser", "o1": "orchestrator"}
+    # A vetoed verdict is "worse" (tests/test_comparison.py): one rollback for the whole student.
+    plan = decide("worse", degradation_streak=0, stable_streak=2, spec=spec, first=False)
+    assert plan.decision == "rollback_pre_update" and not plan.train
 
 
 # -- the loop -----------------------------------------------------------------------------------------

@@ -440,6 +440,47 @@ def test_epoch_verdict_leaves_out_statistics_that_are_not_sound() -> None:
     assert all(math.isfinite(x) for x in (with_poison.mean_delta, with_poison.ci_low))
 
 
+def mixed(shell: list[float], browser: list[float], orchestrator: list[float], **kw: float):
+    """The verdict over three environments' tasks, each with its own per-task deltas."""
+    deltas = shell + browser + orchestrator
+    envs = (
+        ["shell"] * len(shell) + ["browser"] * len(browser) + ["orchestrator"] * len(orchestrator)
+    )
+    req = msgspec.structs.replace(
+        REQ, environments={f"task-{k:02d}": e for k, e in enumerate(envs)}, **kw
+    )
+    return verdict_of(deltas, req)
+
+
+def test_one_environment_degrading_vetoes_the_others_gains() -> None:
+    # Shell and orchestrator clearly better; browser clearly and significantly worse.
+    v = mixed([0.4] * 12, [-0.3] * 7, [0.5] * 12)
+    assert v.pooled == "better"  # pooled alone, the gains outvote the loss
+    assert v.verdict == "worse" and v.vetoed_by == ["browser"], v.reason
+    assert {e: x.verdict for e, x in v.per_env.items()} == {
+        "browser": "worse",
+        "orchestrator": "better",
+        "shell": "better",
+    }
+    assert v.per_env["browser"].tasks == 7 and "vetoed: browser worse" in v.reason
+    # The veto needs the environment's own test to say worse: six small losses within the
+    # margin are ties, and too few decisive tasks cannot reach significance alone.
+    assert mixed([0.4] * 12, [-0.04] * 6, [0.5] * 12).verdict == "better"
+    few = mixed([0.4] * 12, [-0.3] * 5, [0.5] * 12)
+    assert few.per_env["browser"].verdict == "same" and few.verdict == "better"
+    # A degradation significant but above -veto_margin does not veto.
+    mild = mixed([0.4] * 12, [-0.08] * 7, [0.5] * 12)
+    assert mild.per_env["browser"].verdict == "worse" and mild.verdict == "better"
+    assert mixed([0.4] * 12, [-0.08] * 7, [0.5] * 12, veto_margin=0.05).verdict == "worse"
+
+
+def test_without_environments_the_verdict_is_the_pooled_one() -> None:
+    v = verdict_of([0.4] * 8 + [-0.3] * 7)
+    assert v.per_env == {} and v.vetoed_by == [] and v.pooled is None
+    with pytest.raises(ValueError):
+        mixed([0.4], [], [], veto_margin=-1.0)
+
+
 # -- the service on the bus ----------------------------------------------------------------------
 
 

@@ -48,7 +48,6 @@ from contracts import (
     Episode,
     EpochRecord,
     EpochVerdict,
-    EpochVerdictRequest,
     Names,
     PointerMove,
     RailDecisions,
@@ -73,6 +72,7 @@ from .logic import (
     round_runs,
     sample_tasks,
     scheduled_ids,
+    verdict_request,
 )
 from .settings import CampaignSettings
 from .store import Arrivals, Rollouts
@@ -649,14 +649,7 @@ class Campaigns:
         spec = state.spec
         verdict: EpochVerdict | None = None
         if state.candidate != state.reference:
-            req = EpochVerdictRequest(
-                campaign_id=spec.campaign_id,
-                epoch=state.epoch,
-                candidate=state.candidate or "",
-                reference=state.reference or "",
-                margin=spec.comparison_margin,
-                tasks=sorted({t.split("/", 1)[1] for t in state.tasks}),
-            )
+            req = verdict_request(state)
             try:
                 verdict = await self.bus.request(
                     self.bus.names.comparison_verdict(),

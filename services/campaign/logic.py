@@ -26,6 +26,7 @@ from contracts import (
     EnvEpochStats,
     Episode,
     EpochArrivals,
+    EpochVerdictRequest,
     RolloutJob,
     RolloutSummary,
     Verdict,
@@ -46,6 +47,7 @@ __all__ = [
     "sample_tasks",
     "scheduled_ids",
     "split_counts",
+    "verdict_request",
 ]
 
 
@@ -322,6 +324,23 @@ class DecisionPlan:
     degradation_streak: int
     stable_streak: int
     train: bool
+
+
+def verdict_request(state: CampaignState) -> EpochVerdictRequest:
+    """The comparison asked at the end of an epoch: the epoch's candidate against its reference
+    over the epoch's tasks, each named with its environment, so a mixed campaign gets one verdict
+    for the whole student with the per-environment veto (``services.comparison.logic``)."""
+    spec = state.spec
+    pairs = [t.split("/", 1) for t in sorted(state.tasks)]
+    return EpochVerdictRequest(
+        campaign_id=spec.campaign_id,
+        epoch=state.epoch,
+        candidate=state.candidate or "",
+        reference=state.reference or "",
+        margin=spec.comparison_margin,
+        tasks=sorted({task for _, task in pairs}),
+        environments={task: env for env, task in pairs},
+    )
 
 
 def decide(

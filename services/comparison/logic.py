@@ -45,6 +45,15 @@ the resampled means at ``confidence``. With ``alpha = 1 - confidence``:
   ``p <= alpha``;
 - ``same`` otherwise; ``comparison_failed`` when no task has scored runs of both.
 
+**Mixed campaigns: one verdict for the whole student.** When the request names each task's
+environment (``environments``), the same test also runs on each environment's tasks alone
+(``per_env``). The verdict is the pooled one, with one veto: an environment whose own test says
+``worse`` with a mean delta below ``-veto_margin`` makes the whole verdict ``worse`` (the campaign
+then rolls the whole student back, never one environment). So gains elsewhere cannot buy a
+significant regression in one environment, and an environment too small to reach significance
+alone cannot veto; the pooled verdict is kept in ``pooled``, the vetoing environments in
+``vetoed_by``.
+
 The evidence must clear the margin (effect size) and the confidence twice: the interval excludes
 zero and enough tasks agree in sign. At ``confidence = 0.95`` that takes at least 6 decisive tasks
 (all one way: ``p = 2/64``); fewer can never move the student.
@@ -61,6 +70,7 @@ import msgspec
 
 from contracts import (
     ComparisonResult,
+    EnvVerdict,
     Episode,
     EpochVerdict,
     EpochVerdictRequest,
@@ -444,6 +454,35 @@ def _pairs(
     return sorted(pairs, key=lambda p: p[0].task_id)
 
 
+def _test(
+    values: list[float], req: EpochVerdictRequest, *, resamples: int, seed: int
+) -> EnvVerdict:
+    """The paired test on per-task deltas ``values`` (the epoch rule of the module docstring)."""
+    wins = sum(v > req.margin + EPS for v in values)
+    losses = sum(v < -req.margin - EPS for v in values)
+    p = sign_test_p(wins, losses)
+    mean_delta = math.fsum(values) / len(values)
+    lo, hi = bootstrap_ci(values, confidence=req.confidence, resamples=resamples, seed=seed)
+    significant = p <= 1.0 - req.confidence + EPS
+    if mean_delta > req.margin + EPS and lo > 0 and wins > losses and significant:
+        verdict: Verdict = "better"
+    elif mean_delta < -req.margin - EPS and hi < 0 and losses > wins and significant:
+        verdict = "worse"
+    else:
+        verdict = "same"
+    return EnvVerdict(
+        verdict=verdict,
+        tasks=len(values),
+        wins=wins,
+        losses=losses,
+        ties=len(values) - wins - losses,
+        mean_delta=mean_delta,
+        ci_low=lo,
+        ci_high=hi,
+        sign_test_p=p,
+    )
+
+
 def epoch_verdict(
     req: EpochVerdictRequest,
     candidate: Iterable[TaskStats],
@@ -453,11 +492,13 @@ def epoch_verdict(
     seed: int,
 ) -> EpochVerdict:
     """The paired verdict of ``req.candidate`` against ``req.reference`` from their per-task
-    statistics (see the module docstring for the rule); statistics that fail
-    :func:`check_stats` are left out. Raises ``ValueError`` for a negative margin or a
-    confidence outside (0, 1)."""
+    statistics (see the module docstring for the rule, and the veto when ``req.environments``
+    names each task's environment); statistics that fail :func:`check_stats` are left out.
+    Raises ``ValueError`` for a negative margin or veto margin, or a confidence outside (0, 1)."""
     if not req.margin >= 0:
         raise ValueError(f"margin must be >= 0, got {req.margin}")
+    if not req.veto_margin >= 0:
+        raise ValueError(f"veto_margin must be >= 0, got {req.veto_margin}")
     if not 0.0 < req.confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {req.confidence}")
     pairs = _pairs(req, candidate, reference)
@@ -479,37 +520,49 @@ def epoch_verdict(
         )
         for c, r in pairs
     ]
-    values = [d.delta for d in deltas]
-    wins = sum(v > req.margin + EPS for v in values)
-    losses = sum(v < -req.margin - EPS for v in values)
-    ties = len(values) - wins - losses
-    p = sign_test_p(wins, losses)
-    mean_delta = math.fsum(values) / len(values)
-    lo, hi = bootstrap_ci(values, confidence=req.confidence, resamples=resamples, seed=seed)
+    pooled = _test([d.delta for d in deltas], req, resamples=resamples, seed=seed)
     alpha = 1.0 - req.confidence
-    significant = p <= alpha + EPS
-    if mean_delta > req.margin + EPS and lo > 0 and wins > losses and significant:
-        verdict: Verdict = "better"
-    elif mean_delta < -req.margin - EPS and hi < 0 and losses > wins and significant:
-        verdict = "worse"
-    else:
-        verdict = "same"
     reason = (
-        f"{len(values)} tasks: {wins} wins, {losses} losses, {ties} ties (margin {req.margin:g}); "
-        f"mean delta {mean_delta:+.4g}, {req.confidence:g} CI [{lo:+.4g}, {hi:+.4g}], "
-        f"sign test p={p:.4g} (alpha {alpha:.3g})"
+        f"{pooled.tasks} tasks: {pooled.wins} wins, {pooled.losses} losses, {pooled.ties} ties "
+        f"(margin {req.margin:g}); mean delta {pooled.mean_delta:+.4g}, {req.confidence:g} CI "
+        f"[{pooled.ci_low:+.4g}, {pooled.ci_high:+.4g}], sign test p={pooled.sign_test_p:.4g} "
+        f"(alpha {alpha:.3g})"
     )
+    per_env: dict[str, EnvVerdict] = {}
+    vetoed_by: list[str] = []
+    verdict = pooled.verdict
+    if req.environments:
+        by_env: dict[str, list[float]] = {}
+        for d in deltas:
+            by_env.setdefault(req.environments.get(d.task_id, "?"), []).append(d.delta)
+        for env in sorted(by_env):
+            per_env[env] = _test(by_env[env], req, resamples=resamples, seed=seed)
+        vetoed_by = [
+            env
+            for env, v in per_env.items()
+            if v.verdict == "worse" and v.mean_delta < -req.veto_margin - EPS
+        ]
+        if vetoed_by and verdict != "worse":
+            verdict = "worse"
+            reason += f"; pooled {pooled.verdict}, vetoed: " + ", ".join(
+                f"{e} worse (mean delta {per_env[e].mean_delta:+.3g} < -{req.veto_margin:g}, "
+                f"p={per_env[e].sign_test_p:.3g})"
+                for e in vetoed_by
+            )
     return EpochVerdict(
         verdict=verdict,
         **base,
-        tasks=len(values),
-        wins=wins,
-        losses=losses,
-        ties=ties,
-        mean_delta=mean_delta,
-        ci_low=lo,
-        ci_high=hi,
-        sign_test_p=p,
+        tasks=pooled.tasks,
+        wins=pooled.wins,
+        losses=pooled.losses,
+        ties=pooled.ties,
+        mean_delta=pooled.mean_delta,
+        ci_low=pooled.ci_low,
+        ci_high=pooled.ci_high,
+        sign_test_p=pooled.sign_test_p,
         reason=reason,
         deltas=deltas,
+        per_env=per_env,
+        vetoed_by=vetoed_by,
+        pooled=pooled.verdict if req.environments else None,
     )
