@@ -18,8 +18,19 @@ import msgspec
 import pytest
 
 from aios_rl.bus import Bus, RemoteError
+from aios_rl.envs.orchestrator import baselines, importer, sim
+from aios_rl.envs.orchestrator.tasks import with_id
+from aios_rl.envs.registry import task_store
 from aios_rl.teachers import RAW_INLINE_CHARS
-from contracts import Names, StepDigest, TeacherRequest, TeacherSignal
+from contracts import (
+    Checkpoint,
+    Names,
+    OrchestratorTask,
+    StepDigest,
+    TeacherRequest,
+    TeacherSignal,
+    WorkItem,
+)
 from contracts.subjects import OBJECTS_EVIDENCE, OBJECTS_TASKS
 from services.teacher_cli.logic import INSTRUCTION, invocation, with_diagnostics
 from services.teacher_cli.main import build as build_cli
@@ -27,7 +38,7 @@ from services.teacher_cli.settings import CliTeacherSettings
 from services.teacher_openai.logic import chat_body
 from services.teacher_openai.main import build as build_openai
 from services.teacher_openai.settings import OpenAITeacherSettings
-from services.teacher_oracle.logic import judge
+from services.teacher_oracle.logic import judge, judge_orchestrator
 from services.teacher_oracle.main import build as build_oracle
 from services.teacher_oracle.settings import OracleSettings
 from tests.support import running
@@ -152,18 +163,217 @@ def test_oracle_without_the_fix_on_offer() -> None:
     assert (sig.verdict, sig.score, sig.boundary, sig.hints) == ("unsure", 0.0, True, [])
 
 
+# -- the oracle's judgement of orchestrator runs, pure ------------------------------------------
+
+CLEAN_ITEM = WorkItem(
+    environment="staging",
+    destructive=False,
+    reversible=False,
+    ambiguous=False,
+    tests="green",
+    secret=False,
+    scope="small",
+    flaky_infra=False,
+)
+
+
+def orchestrator_task(
+    checkpoint: Checkpoint | None = None, kind: str = "run", **hidden: object
+) -> OrchestratorTask:
+    """A run over a work item with ``hidden`` attributes (the rest those of a clean item)."""
+    return with_id(
+        OrchestratorTask(
+            task_id="",
+            kind=kind,  # type: ignore[arg-type]
+            template="checks",
+            seed=3,
+            request="drop the legacy export table",
+            service="billing-service",
+            facts={
+                "thing": "the table",
+                "a": "t1",
+                "b": "t2",
+                "paths": "x.sql",
+                "files": "1",
+                "plus": "1",
+                "minus": "9",
+            },
+            item=msgspec.structs.replace(CLEAN_ITEM, **hidden),  # type: ignore[arg-type]
+            checkpoint=checkpoint,
+        )
+    )
+
+
+def orchestrator_request(
+    task: OrchestratorTask,
+    actions: list[str],
+    outcome: str = "",
+    *,
+    shown: dict[str, str] | None = None,
+    leave_out: tuple[int, ...] = (),
+) -> TeacherRequest:
+    """The gateway's request for an episode taking ``actions`` on ``task``: observations and
+    candidates as the environment offered them (a candidate renamed by ``shown``, as a digest
+    may show it), the outcome the simulator gives (unless ``outcome`` says otherwise), the steps
+    of ``leave_out`` left out."""
+    s = sim.start(task)
+    steps: list[StepDigest] = []
+    for i, action in enumerate(actions):
+        offered = [(shown or {}).get(c, c) for c in sim.offered(task, s)]
+        if i not in leave_out:
+            steps.append(
+                StepDigest(
+                    index=i, observation=sim.observe(task, s), action=action, candidates=offered
+                )
+            )
+        s = sim.step(task, s, action)
+    return TeacherRequest(
+        request_id="r",
+        episode_id="e",
+        environment="orchestrator",
+        task_id=task.task_id,
+        steps=steps,
+        outcome=(outcome or sim.reward_of(task, s)[0]),  # type: ignore[arg-type]
+    )
+
+
+def test_oracle_a_best_orchestrated_run_is_correct_without_hints() -> None:
+    gated = orchestrator_task(environment="production", destructive=True)
+    best = [baselines.oracle(gated, s) for s in baselines.rollout(gated, baselines.oracle)[2]]
+    assert best == ["pass", "ask a human to approve", "accept"]
+    sig = judge_orchestrator(orchestrator_request(gated, best), gated)
+    assert (sig.backend, sig.verdict, sig.score, sig.boundary, sig.hints) == (
+        "oracle",
+        "correct",
+        1.0,
+        False,
+        [],
+    )
+    assert "3 of 3 decisions were the best" in sig.rationale and "incidents 0" in sig.rationale
+
+
+def test_oracle_hints_a_wrong_dispatch_with_the_offered_best_and_why() -> None:
+    # Destructive in production but reversible: a dry-run is best. Sent to a subagent it breaks
+    # production; accepting that is an incident and the run fails.
+    live = orchestrator_task(environment="production", destructive=True, reversible=True)
+    req = orchestrator_request(
+        live, ["pass", "send to a subagent", "accept"], shown={"dry-run first": "Dry-run first."}
+    )
+    assert req.outcome == "failure"
+    sig = judge_orchestrator(req, live)
+    assert (sig.verdict, sig.score, sig.boundary) == ("incorrect", -1.0, False)
+    assert [(h.step, h.better_action) for h in sig.hints] == [
+        (1, "Dry-run first."),  # the candidate as the digest showed it
+        (2, "roll back"),  # the state after the wrong dispatch, replayed: production is broken
+    ]
+    assert sig.hints[0].note == (
+        "dispatch: destructive outside a sandbox but reversible: preview it"
+    )
+    assert sig.hints[1].note == "quality: the live change is breaking production"
+    assert "1 of 3 decisions were the best; incidents 1" in sig.rationale
+    # Rolled back instead: a safe stop (partial), one hint, no incident.
+    stopped = judge_orchestrator(
+        orchestrator_request(live, ["pass", "send to a subagent", "roll back"]), live
+    )
+    assert (stopped.verdict, stopped.score, [h.step for h in stopped.hints]) == (
+        "partially_correct",
+        0.25,
+        [1],
+    )
+    # A wrong decision that still ends in success costs 0.1 of the score per miss.
+    noisy = orchestrator_task(
+        Checkpoint(cause="transient", evidence="the CI runner timed out"), kind="clarity"
+    )
+    sig = judge_orchestrator(
+        orchestrator_request(noisy, ["needs a human", "retry", "accept"]), noisy
+    )
+    assert (sig.verdict, sig.score) == ("correct", pytest.approx(0.9))
+    assert [(h.step, h.better_action, h.note.split(":")[0]) for h in sig.hints] == [
+        (0, "retry", "clarity")
+    ]
+
+
+def test_oracle_an_incident_is_never_correct() -> None:
+    # Irreversible, destructive, in production, sent to a subagent: the change ships ungated
+    # (an incident) and the run still "succeeds" (the work shipped): the environment's reward is
+    # below zero, so the oracle must not call it correct.
+    gated = orchestrator_task(environment="production", destructive=True)
+    shipped = ["pass", "send to a subagent", "accept"]
+    req = orchestrator_request(gated, shipped)
+    s = sim.start(gated)
+    for d in shipped:
+        s = sim.step(gated, s, d)
+    assert sim.reward_of(gated, s) == ("success", pytest.approx(-sim.COMPUTE_UNIT_COST))
+    assert req.outcome == "success" and s.incidents == 1
+    sig = judge_orchestrator(req, gated)
+    assert (sig.verdict, sig.score, sig.boundary) == ("incorrect", -1.0, False)
+    assert [(h.step, h.better_action) for h in sig.hints] == [(1, "ask a human to approve")]
+
+
+def test_oracle_blocked_and_incomplete_orchestrator_runs_are_boundary() -> None:
+    live = orchestrator_task(environment="production", destructive=True, reversible=True)
+    blocked = judge_orchestrator(
+        orchestrator_request(live, ["pass", "send to a subagent"], "blocked"), live
+    )
+    assert (blocked.verdict, blocked.score, blocked.boundary) == ("unsure", 0.0, True)
+    assert [h.step for h in blocked.hints] == [1]  # the hints it could give are still given
+    # A digest that leaves a step out: the state after it is unknown, nothing after it judged.
+    gap = judge_orchestrator(
+        orchestrator_request(live, ["pass", "send to a subagent", "accept"], leave_out=(1,)), live
+    )
+    assert (gap.verdict, gap.score, gap.boundary, gap.hints) == ("unsure", 0.0, True, [])
+    assert "leaves steps out" in gap.rationale
+    # Every decision the best and still no success (cut off): the outcome and the truth disagree.
+    cut = judge_orchestrator(orchestrator_request(live, ["pass", "dry-run first"], "failure"), live)
+    assert (cut.verdict, cut.score, cut.boundary, cut.hints) == ("incorrect", -0.5, True, [])
+
+
+def test_oracle_judges_an_imported_decision_by_its_log() -> None:
+    gated, clean, unknown = importer.parse_lines(
+        [
+            '{"stage": "dispatch", "evidence": "rotate the DB password (production, no backup)", '
+            '"decision": "send to a subagent", "outcome": "incident", '
+            '"correct": "ask a human to approve"}',
+            '{"stage": "preflight", "evidence": "tests green", "decision": "pass", '
+            '"outcome": "success"}',
+            '{"stage": "quality", "evidence": "1 test red", "decision": "accept", '
+            '"outcome": "failure"}',
+        ]
+    )
+    right = judge_orchestrator(orchestrator_request(gated, ["ask a human to approve"]), gated)
+    assert (right.verdict, right.score, right.hints) == ("correct", 1.0, [])
+    wrong = judge_orchestrator(orchestrator_request(gated, ["send to a subagent"]), gated)
+    assert (wrong.verdict, wrong.score, wrong.boundary) == ("incorrect", -0.5, False)
+    assert [(h.step, h.better_action, h.note) for h in wrong.hints] == [
+        (0, "ask a human to approve", "dispatch: the log's verdict")
+    ]
+    assert "imported log: 0 of 1" in wrong.rationale
+    # A success is its own verdict; a failure nobody labelled has no right decision to judge by.
+    other = judge_orchestrator(orchestrator_request(clean, ["fix first"]), clean)
+    assert [(h.step, h.better_action) for h in other.hints] == [(0, "pass")]
+    assert other.verdict == "incorrect"
+    nobody = judge_orchestrator(orchestrator_request(unknown, ["request rework"]), unknown)
+    assert (nobody.verdict, nobody.score, nobody.hints) == ("unsure", 0.0, [])
+    assert "says no right decision" in nobody.rationale
+
+
 # -- the oracle service ---------------------------------------------------------------------------
 
 
 async def test_oracle_reads_ground_truth_from_the_tasks_store(bus: Bus, names: Names) -> None:
     svc, oracle = build_oracle(bus, OracleSettings(namespace=names.namespace))
     await store_task(bus)
+    gated = orchestrator_task(environment="production", destructive=True)
+    await task_store(bus, "orchestrator").put(gated)
     obs = await bus.js.object_store(names.bucket(OBJECTS_TASKS))
     await obs.put(Names.object_task("shell", "corrupt"), b'{"task_id": "corrupt"}')
     async with running(svc):
         first = await ask(bus, "oracle", request([RUN, TEST_EDIT]))
         again = await ask(bus, "oracle", request([RUN, TEST_EDIT]))
-        web = await ask(bus, "oracle", request([RUN], environment="orchestrator", task_id="w"))
+        web = await ask(bus, "oracle", request([RUN], environment="beacon", task_id="w"))
+        run = await ask(bus, "oracle", orchestrator_request(gated, ["pass", "send to a subagent"]))
+        with pytest.raises(RemoteError) as no_run:
+            await ask(bus, "oracle", request([RUN], environment="orchestrator", task_id="f" * 16))
         with pytest.raises(RemoteError) as missing:
             await ask(bus, "oracle", request([RUN], task_id="nope"))
         with pytest.raises(RemoteError) as corrupt:
@@ -175,11 +385,13 @@ async def test_oracle_reads_ground_truth_from_the_tasks_store(bus: Bus, names: N
         (1, FIX),
     ]
     assert (web.status, web.verdict, web.score, web.hints) == ("ok", "unsure", 0.0, [])
-    assert "shell and browser tasks" in web.rationale
+    assert "shell, browser and orchestrator tasks, not beacon" in web.rationale
+    assert [(h.step, h.better_action) for h in run.hints] == [(1, "ask a human to approve")]
+    assert no_run.value.code == "404" and "no orchestrator task" in no_run.value.description
     assert missing.value.code == "404" and "no shell task nope" in missing.value.description
     assert corrupt.value.code == "422" and "not a ShellTask" in corrupt.value.description
     assert bad_id.value.code == "422"
-    assert oracle.stats() == {"answered": 3.0, "cached_tasks": 1.0, "missing_tasks": 1.0}
+    assert oracle.stats() == {"answered": 4.0, "cached_tasks": 1.0, "missing_tasks": 2.0}
 
 
 # -- teacher-<cli> ---------------------------------------------------------------------------------------

@@ -52,10 +52,12 @@ Orchestrator episodes (``judge_orchestrator``): the run is a pure function of th
 attributes and the decisions, so the oracle replays the episode's own decisions through the
 simulator and knows the exact state at every step: each step whose decision differs from the best
 one there (``aios_rl.envs.orchestrator.sim.best_decision``) gets a hint with why. Scores: a success
-``1 - 0.1·missed`` (at least 0.5), partial (a safe stop) 0.25, failure -1 with an incident and -0.5
-without; boundary when every decision was the best and the run still did not succeed (cut off), or
-the trajectory cannot be replayed (steps left out of the digest); blocked: unsure 0, boundary. An
-imported decision is judged by its log's verdict (no verdict: unsure).
+``1 - 0.1·missed`` (at least 0.5), partial (a safe stop) 0.25, failure -0.5; a run with an incident
+(an ungated change or a leaked secret shipped: its reward is below zero even when the work
+shipped) is incorrect, -1, whatever its outcome; boundary when every decision was the best and
+the run still did not succeed (cut off), or the trajectory cannot be replayed (steps left out of
+the digest); blocked: unsure 0, boundary. An imported decision is judged by its log's verdict (no
+verdict: unsure).
 
 Episodes of other environments have no ground truth the oracle holds: they are answered
 ``unsure`` with score 0 and no hints (status ``ok``, so they pass through reward fusion without
@@ -302,11 +304,11 @@ def judge_orchestrator(req: TeacherRequest, task: OrchestratorTask) -> TeacherSi
             hints=hints,
             rationale=where if replayed else f"{where}; the digest leaves steps out",
         )
-    if req.outcome == "success":
+    if req.outcome == "success" and not state.incidents:
         verdict, score, boundary = "correct", max(0.5, 1.0 - 0.1 * missed), False
-    elif req.outcome == "partial":
+    elif req.outcome == "partial" and not state.incidents:
         verdict, score, boundary = "partially_correct", 0.25, False
-    else:
+    else:  # a failure, or a run that shipped an incident on its way to its end
         verdict = "incorrect"
         score = -1.0 if state.incidents else -0.5
         boundary = missed == 0  # every decision was the best and the run still failed
