@@ -371,7 +371,7 @@ def test_the_import_format_reads_users_logs_and_refuses_bad_lines(tmp_path: Path
     gated, clean, unknown = importer.read_file(f)
     assert clean.split == "heldout" and all(t.kind == "imported" for t in (gated, clean, unknown))
     assert sim.imported_reward(gated, "ask a human to approve") == 1.0
-    assert sim.imported_reward(gated, "send to a subagent") == 0.0
+    assert sim.imported_reward(gated, "send to a subagent") == -sim.INCIDENT_COST
     assert sim.imported_reward(clean, "pass") == 1.0 and sim.imported_reward(clean, "block") == 0.0
     assert sim.imported_reward(unknown, "accept") == 0.0
     assert sim.imported_reward(unknown, "request rework") == 0.5  # nobody knows

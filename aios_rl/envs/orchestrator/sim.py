@@ -204,6 +204,8 @@ def step(task: OrchestratorTask, s: State, action: str) -> State:
             return s.end("failure", f"{MAX_INVALID} invalid decisions: the run is abandoned")
         return s
     if task.kind == "imported":
+        if imported_reward(task, d) <= -INCIDENT_COST:
+            s = s.cost(incidents=1)
         return s.end(_imported_outcome(task, d), f"{s.stage}: {d}")
     return {
         "preflight": _preflight,
@@ -376,10 +378,12 @@ def imported_reward(task: OrchestratorTask, d: str) -> float:
     log = task.logged
     assert log is not None
     correct = log.correct or (log.decision if log.outcome == "success" else "")
+    if normalise(d) == normalise(log.decision) and log.outcome == "incident":
+        return -INCIDENT_COST  # repeating what caused an incident, labelled or not
     if correct:
         return 1.0 if normalise(d) == normalise(correct) else 0.0
     if normalise(d) == normalise(log.decision):
-        return -INCIDENT_COST if log.outcome == "incident" else 0.0
+        return 0.0
     return 0.5
 
 
