@@ -164,6 +164,8 @@ class EnvEpochStats(msgspec.Struct, frozen=True, kw_only=True):
     blocked: int = 0
     mean_reward: float = 0.0
     reward_sum: float = 0.0
+    verdicts: dict[str, int] = {}
+    """This environment's rollouts by comparison verdict (the replay lanes they feed)."""
 
 
 class RolloutAccount(msgspec.Struct, frozen=True, kw_only=True):

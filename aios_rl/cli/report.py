@@ -78,6 +78,32 @@ def epoch_table(
     return table
 
 
+def env_table(records: Sequence[EpochRecord], *, title: str = "") -> Table:
+    """Per epoch and environment: rollouts, success, mean reward and the rollouts' verdicts
+    better / same / worse / failed (the replay lanes they feed); the epoch's one verdict and
+    decision for the whole student on its first row."""
+    table = Table(title=title or None)
+    for col in ("epoch", "env", "episodes", "success", "reward", "b/s/w/f", "verdict", "decision"):
+        table.add_column(col, justify="left" if col in ("env", "verdict", "decision") else "right",
+                         no_wrap=True)  # fmt: skip
+    for r in records:
+        for i, (env, s) in enumerate(sorted(r.per_env.items())):
+            lanes = "/".join(
+                str(s.verdicts.get(k, 0)) for k in ("better", "same", "worse", "comparison_failed")
+            )
+            table.add_row(
+                str(r.epoch) if i == 0 else "",
+                env,
+                str(s.episodes),
+                _pct(s.success / s.episodes if s.episodes else None),
+                f"{s.mean_reward:.3f}" if s.episodes else "-",
+                lanes,
+                (r.verdict or "-") if i == 0 else "",
+                (r.decision or "-").replace("rollback_", "rollback ") if i == 0 else "",
+            )
+    return table
+
+
 def rollout_table(records: Sequence[EpochRecord], *, title: str = "") -> Table:
     """Per epoch, what its rollouts cost under the campaign's strategy: rollouts from the start
     state and continuations, environment steps sampled and replayed, policy calls, planning

@@ -297,14 +297,15 @@ def add_arrival(arrivals: EpochArrivals, ep: Episode) -> EpochArrivals | None:
     reward = bounded_reward(ep.reward if ep.reward is not None else ep.env_reward)
     n = old.episodes + 1
     total = old.reward_sum + reward
+    verdict = ep.comparison.verdict if ep.comparison else "comparison_failed"
     new = msgspec.structs.replace(
         old,
         episodes=n,
         reward_sum=total,
         mean_reward=total / n,
+        verdicts={**old.verdicts, verdict: old.verdicts.get(verdict, 0) + 1},
         **{ep.outcome: getattr(old, ep.outcome) + 1},
     )
-    verdict = ep.comparison.verdict if ep.comparison else "comparison_failed"
     verdicts = dict(arrivals.verdicts)
     verdicts[verdict] = verdicts.get(verdict, 0) + 1
     return msgspec.structs.replace(
