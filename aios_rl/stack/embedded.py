@@ -1,42 +1,74 @@
-"""A stack to talk to: the one at ``--nats-url`` when it answers, else one started here.
+"""A stack to talk to: the one at ``--nats-url`` when it answers, else one started here; and a
+reader of the store for the commands that only look.
 
-``aios-rl shell train``, ``shell eval`` and ``demo`` need every service running. When a NATS
-server answers at the URL, they use that stack (``aios-rl up`` or ``docker compose up`` elsewhere)
-and check the services they need are there. Otherwise they start an embedded ``nats-server``
-with its JetStream store in ``<data_dir>/nats`` (kept between commands, so ``shell eval`` after
-``shell train`` sees the trained checkpoints) and every service of the registry as a process
-under the supervisor, with logs in ``<data_dir>/services.log``; both stop when the block ends.
+Every command keeps the user's work in one **store** (``--store``, default ``.aios/stack``): the
+JetStream data in ``<store>/nats``, NATS users in ``<store>/auth/``, service logs in
+``<store>/services.log``. So ``eval`` after ``demo`` or ``train`` scores the checkpoint they left
+active, and ``checkpoints`` shows their lineage.
+
+:func:`stack` (``train``, ``eval``, ``demo``, ``mixed``...) needs every service running. When a
+NATS server answers at the URL, it uses that stack (``aios-rl up`` or ``docker compose up``
+elsewhere) and checks the services it needs are there; when another command's embedded stack
+is serving the store right now, it uses that one; otherwise it starts an embedded
+``nats-server`` on the store and every service of the registry as a process under the
+supervisor. What it started stops when the block ends.
+
+:func:`reader` (``checkpoints``, ``campaign status``, ``rail status``) needs only the state: the
+server at the URL, else the store's running server, else an embedded ``nats-server`` alone on
+the store (no services), else :class:`NoStoreError`.
 
 The embedded server runs with authorization unless ``insecure``: a user per service (passwords
-kept in ``<data_dir>/auth/``), this process the admin, which provisions the topology before the
-services start. A stack found at the URL is used with the admin credentials kept in
-``<data_dir>/auth/`` when there are some.
+kept in ``<store>/auth/``), this process the admin, which provisions the topology before the
+services start. A server found at the URL is used with the admin credentials kept in
+``<store>/auth/`` when they are accepted, else with the command's own (``--credentials``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import shutil
 import sys
-from collections.abc import AsyncIterator, Callable
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from contracts import Names
 
 from ..bus import Bus, ConnectError, connect, discover, provision
 from ..state.checkpoints import CheckpointRegistry
 from .auth import admin_credentials, credentials_env, prepare
-from .natsd import NatsServer
+from .natsd import NatsServer, serving_port
 from .services import SERVICES
-from .supervisor import Supervisor, plan
+from .supervisor import Replica, Supervisor, plan
 
-__all__ = ["StackError", "active_checkpoint", "stack", "wait_for_services"]
+__all__ = [
+    "DEFAULT_STORE",
+    "NoStoreError",
+    "Reader",
+    "StackError",
+    "active_checkpoint",
+    "has_state",
+    "reader",
+    "running_url",
+    "stack",
+    "wait_for_services",
+]
+
+DEFAULT_STORE = Path(".aios") / "stack"
+"""Where every command keeps the user's work unless told otherwise (``--store``,
+``AIOS_STORE``)."""
 
 
 class StackError(Exception):
     """The stack is not usable (services missing, nothing trained yet): one line for the user."""
+
+
+class NoStoreError(StackError):
+    """No server answers and the store holds no state yet: there is nothing to read."""
 
 
 @dataclass
@@ -45,6 +77,28 @@ class Stack:
     url: str
     embedded: bool
     log_path: Path | None = None
+
+
+@dataclass
+class Reader:
+    """A connection to the state a read command looks at, and where it comes from."""
+
+    bus: Bus
+    url: str
+    source: Literal["server", "running", "store"]
+    """``server``: the one at the URL; ``running``: another command's embedded server on the
+    store; ``store``: a server started here on the store, with no services."""
+
+
+def has_state(store: Path) -> bool:
+    """Whether ``store`` holds JetStream state (a command has run on it)."""
+    return (store / "nats" / "jetstream").is_dir()
+
+
+def running_url(store: Path) -> str | None:
+    """The URL of another command's embedded server on ``store`` while it runs, else ``None``."""
+    port = serving_port(store / "nats")
+    return None if port is None else f"nats://127.0.0.1:{port}"
 
 
 async def wait_for_services(bus: Bus, wanted: set[str], deadline_s: float) -> None:
@@ -93,6 +147,49 @@ async def _answers(url: str, user: str | None, password: str | None) -> bool:
         return False
 
 
+async def _listening(url: str) -> bool:
+    """Whether something accepts TCP connections at one of ``url``'s servers (a quick look
+    before a NATS handshake, which retries until its deadline)."""
+    for part in url.split(","):
+        parsed = urllib.parse.urlsplit(part.strip())
+        try:
+            async with asyncio.timeout(1.0):
+                _, writer = await asyncio.open_connection(parsed.hostname, parsed.port or 4222)
+        except (OSError, TimeoutError, ValueError):
+            continue
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return True
+    return False
+
+
+async def _login(
+    url: str | None, store: Path, *, insecure: bool = False
+) -> tuple[str | None, str | None] | None:
+    """The (user, password) a server at ``url`` accepts: the store's admin when it has one and
+    the server takes it, else the command's own (``None, None``: ``NATS_USER`` /
+    ``NATS_PASSWORD``); ``None`` when nothing answers there."""
+    if not url or not await _listening(url):
+        return None
+    kept = None if insecure else admin_credentials(store)
+    if kept is not None and await _answers(url, kept.user, kept.password):
+        return kept.user, kept.password
+    if await _answers(url, None, None):
+        return None, None
+    return None
+
+
+def _replicas(args: Mapping[str, Sequence[str]], scale: Mapping[str, int] | None) -> list[Replica]:
+    """The embedded stack's processes: every service of the registry (``scale`` overriding
+    replica counts), each with its extra command-line ``args``."""
+    entries = [
+        dataclasses.replace(s, args=(*s.args, *args[s.name])) if args.get(s.name) else s
+        for s in SERVICES
+    ]
+    return plan(entries, scale=scale)
+
+
 @contextlib.asynccontextmanager
 async def stack(
     url: str | None,
@@ -106,28 +203,40 @@ async def stack(
     name: str = "aios-rl",
     start_timeout_s: float = 180.0,
     insecure: bool = False,
+    service_args: Mapping[str, Sequence[str]] | None = None,
+    scale: Mapping[str, int] | None = None,
 ) -> AsyncIterator[Stack]:
-    """The stack at ``url`` if it answers, else an embedded one (see the module docstring).
-    ``fresh`` wipes the embedded JetStream store first; ``insecure`` runs it without users.
-    Raises ``StackError``."""
+    """The stack at ``url`` if it answers, else the one another command runs on ``data_dir``
+    (the store), else an embedded one (see the module docstring). ``fresh`` wipes the store's
+    JetStream data first (and never attaches to another command's); ``insecure`` runs it
+    without users; ``service_args`` (service -> extra flags) and ``scale`` (service ->
+    replicas) shape the embedded stack only. Raises ``StackError``."""
     names = Names(namespace)
-    # The stack at the URL: as the admin kept in the data dir, else as NATS_USER / NATS_PASSWORD
-    # (the command's --credentials).
-    kept = None if insecure else admin_credentials(data_dir)
-    user, password = (kept.user, kept.password) if kept else (None, None)
-    if url and await _answers(url, user, password):
+    running = running_url(data_dir)
+    if fresh and running:
+        raise StackError(
+            f"the store {data_dir} is in use by a stack at {running}: stop that command first, "
+            "or give another store"
+        )
+    for at in (url, running):
+        login = await _login(at, data_dir, insecure=insecure)
+        if at is None or login is None:
+            continue
+        if at == running:
+            echo(f"using the stack already running on {data_dir} at {at}")
+        user, password = login
         async with connect(
-            url, name=name, names=names, connect_deadline=5.0, user=user, password=password
+            at, name=name, names=names, connect_deadline=5.0, user=user, password=password
         ) as bus:
             await provision(bus)
             await wait_for_services(bus, needs, 30)
-            yield Stack(bus=bus, url=url, embedded=False)
+            yield Stack(bus=bus, url=at, embedded=False)
         return
     if url:
         echo(f"no NATS at {url}: starting an embedded stack")
     log_path = _prepare(data_dir, fresh=fresh)
-    replicas = plan(SERVICES)
-    users = [r.service.name for r in replicas]
+    replicas = _replicas(service_args or {}, scale)
+    users = [s.name for s in SERVICES]
     auth = None if insecure else prepare(data_dir, names, users)
     admin = credentials_env(auth.admin if auth else None)
     server = NatsServer(data_dir / "nats", config=auth.config if auth else None)
@@ -159,3 +268,51 @@ async def stack(
             sup.stop()
             if runner is not None:
                 await runner
+
+
+@contextlib.asynccontextmanager
+async def reader(
+    url: str | None,
+    *,
+    store: Path,
+    namespace: str = "",
+    name: str = "aios-rl",
+    serve: bool = True,
+) -> AsyncIterator[Reader]:
+    """A connection to the state: the server at ``url`` if it answers, else the one another
+    command runs on ``store``, else (with ``serve``) an embedded ``nats-server`` alone on the
+    store, stopped when the block ends. The store's auth config and admin credentials are used
+    when it has users. Raises ``NoStoreError`` when none of these is there."""
+    names = Names(namespace)
+    running = running_url(store)
+    for at, source in ((url, "server"), (running, "running")):
+        login = await _login(at, store)
+        if at is None or login is None:
+            continue
+        user, password = login
+        async with connect(
+            at, name=name, names=names, connect_deadline=5.0, user=user, password=password
+        ) as bus:
+            yield Reader(bus=bus, url=at, source=source)  # type: ignore[arg-type]
+        return
+    where = f"no NATS server answers at {url}" if url else "no NATS server is running"
+    if not serve:
+        raise NoStoreError(f"{where}, and no command is running on the store {store}")
+    if not has_state(store):
+        raise NoStoreError(
+            f"{where} and the store {store} holds nothing yet: run `aios-rl demo` or "
+            "`aios-rl train` first (or pass --store / --nats-url)"
+        )
+    kept = admin_credentials(store)
+    auth = prepare(store, names, [s.name for s in SERVICES]) if kept else None
+    with NatsServer(store / "nats", config=auth.config if auth else None) as server:
+        async with connect(
+            server.url,
+            name=name,
+            names=names,
+            connect_deadline=5.0,
+            user=kept.user if kept else "",
+            password=kept.password if kept else "",
+        ) as bus:
+            await provision(bus)  # what a read expects exists, even in an older store
+            yield Reader(bus=bus, url=server.url, source="store")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,7 +18,14 @@ from typing import IO
 
 from ._proc import die_with_parent
 
-__all__ = ["NatsServer", "NatsServerError", "check_port", "find_nats_server", "free_port"]
+__all__ = [
+    "NatsServer",
+    "NatsServerError",
+    "check_port",
+    "find_nats_server",
+    "free_port",
+    "serving_port",
+]
 
 
 class NatsServerError(Exception):
@@ -57,6 +65,22 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def serving_port(data_dir: str | os.PathLike[str]) -> int | None:
+    """The client port of the :class:`NatsServer` that holds ``data_dir``'s store right now
+    (another command's embedded server), ``None`` when no server holds it."""
+    path = Path(data_dir) / "server.lock"
+    if not path.is_file():
+        return None
+    with open(path) as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            found = re.search(r"\(port (\d+)\)", lock.read())
+            return int(found.group(1)) if found else None
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    return None
 
 
 class NatsServer:
