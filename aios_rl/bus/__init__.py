@@ -8,7 +8,7 @@
 - :class:`Service` runs endpoints, durable consumers and tasks with graceful shutdown
 - :func:`run_service`: a service process's entry point
 - :func:`configure_logging`, :func:`get_logger`
-- :class:`ServiceSettings`, :func:`load_settings`
+- :class:`ServiceSettings`, :func:`load_settings`, :func:`explain_settings` (each value's source)
 - errors: :class:`BusError` and its subclasses; :class:`ServiceError` for an endpoint's error reply
 """
 
@@ -28,7 +28,7 @@ from ._logging import configure_logging, get_logger
 from ._provision import provision
 from ._run import run_service
 from ._service import ConsumerHandler, EndpointHandler, Service
-from ._settings import ServiceSettings, field_docs, load_settings
+from ._settings import ServiceSettings, explain_settings, field_docs, load_settings
 
 __all__ = [
     "Bus",
@@ -49,6 +49,7 @@ __all__ = [
     "configure_logging",
     "connect",
     "discover",
+    "explain_settings",
     "field_docs",
     "get_logger",
     "load_settings",

@@ -18,7 +18,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-__all__ = ["ServiceSettings", "field_docs", "load_settings"]
+__all__ = ["ServiceSettings", "explain_settings", "field_docs", "load_settings"]
 
 S = TypeVar("S", bound="ServiceSettings")
 
@@ -87,24 +87,14 @@ def _converter(tp: Any, name: str):
     raise TypeError(f"setting {name} has a type the loader does not know: {tp!r}")
 
 
-def load_settings(cls: type[S], argv: Sequence[str] | None = None, *, prog: str | None = None) -> S:
-    """Build ``cls`` from environment variables and ``argv``.
-
-    A bad value ends the process with a one-line message (argparse's exit 2)."""
-    hints = typing.get_type_hints(cls)
+def _parser(cls: type, prog: str | None) -> argparse.ArgumentParser:
+    """A parser with ``--<field>`` for every field of ``cls`` (values as strings, default
+    ``None``: not given)."""
     docs = field_docs(cls)
     parser = argparse.ArgumentParser(
         prog=prog, description=(cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else None
     )
-
-    def bad_value(message: str) -> typing.NoReturn:
-        # parser.error() would print the whole usage first; a bad value needs one line.
-        parser.exit(2, f"{parser.prog}: error: {message}\n")
-
-    values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
-        conv = _converter(hints[f.name], f.name)
-        env = _env_name(f.name)
         default = (
             f.default
             if f.default is not dataclasses.MISSING
@@ -112,25 +102,81 @@ def load_settings(cls: type[S], argv: Sequence[str] | None = None, *, prog: str 
                 f.default_factory() if f.default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
             )
         )
-        help_text = f"{docs.get(f.name, '')} [env {env}; default {default!r}]"
+        help_text = f"{docs.get(f.name, '')} [env {_env_name(f.name)}; default {default!r}]"
         parser.add_argument(
             f"--{f.name.replace('_', '-')}", dest=f.name, type=str, default=None, help=help_text
         )
-        raw = os.environ.get(env)
+    return parser
+
+
+def _from_environ(cls: type, environ: typing.Mapping[str, str]) -> dict[str, tuple[Any, str]]:
+    """Field -> (value, ``env NAME``) for every field the environment sets. Raises
+    ``ValueError`` (one line) for a value that does not convert."""
+    hints = typing.get_type_hints(cls)
+    out: dict[str, tuple[Any, str]] = {}
+    for f in dataclasses.fields(cls):
+        env = _env_name(f.name)
+        raw = environ.get(env)
         if raw is not None:
             try:
-                values[f.name] = conv(raw)
+                out[f.name] = (_converter(hints[f.name], f.name)(raw), f"env {env}")
             except ValueError as exc:
-                bad_value(f"environment {env}={raw!r}: {exc}")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+                raise ValueError(f"environment {env}={raw!r}: {exc}") from None
+    return out
+
+
+def _from_args(cls: type, args: argparse.Namespace) -> dict[str, tuple[Any, str]]:
+    """Field -> (value, ``flag --name``) for every field the command line sets. Raises
+    ``ValueError`` (one line) for a value that does not convert."""
+    hints = typing.get_type_hints(cls)
+    out: dict[str, tuple[Any, str]] = {}
     for f in dataclasses.fields(cls):
         raw = getattr(args, f.name)
         if raw is not None:
+            flag = f"--{f.name.replace('_', '-')}"
             try:
-                values[f.name] = _converter(hints[f.name], f.name)(raw)
+                out[f.name] = (_converter(hints[f.name], f.name)(raw), f"flag {flag}")
             except ValueError as exc:
-                bad_value(f"--{f.name.replace('_', '-')} {raw!r}: {exc}")
+                raise ValueError(f"{flag} {raw!r}: {exc}") from None
+    return out
+
+
+def load_settings(cls: type[S], argv: Sequence[str] | None = None, *, prog: str | None = None) -> S:
+    """Build ``cls`` from environment variables and ``argv``.
+
+    A bad value ends the process with a one-line message (argparse's exit 2)."""
+    parser = _parser(cls, prog)
+
+    def bad_value(message: str) -> typing.NoReturn:
+        # parser.error() would print the whole usage first; a bad value needs one line.
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
+
     try:
-        return cls(**values)
+        given = _from_environ(cls, os.environ)
+    except ValueError as exc:
+        bad_value(str(exc))
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        given |= _from_args(cls, args)
+        return cls(**{name: value for name, (value, _) in given.items()})
     except (TypeError, ValueError) as exc:
         bad_value(str(exc))
+
+
+def explain_settings(
+    cls: type[S], argv: Sequence[str] = (), environ: typing.Mapping[str, str] | None = None
+) -> tuple[S, dict[str, str]]:
+    """``cls`` as :func:`load_settings` builds it from ``environ`` (default ``os.environ``) and
+    ``argv``, and where each field's value came from: ``default``, ``env AIOS_X`` or
+    ``flag --x``. Raises ``ValueError`` (one line) for a bad value or an unknown flag."""
+    parser = _parser(cls, cls.__name__)
+    given = _from_environ(cls, os.environ if environ is None else environ)
+    args, unknown = parser.parse_known_args(list(argv))
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no setting {unknown[0]}")
+    given |= _from_args(cls, args)
+    settings = cls(**{name: value for name, (value, _) in given.items()})
+    sources = {
+        f.name: given[f.name][1] if f.name in given else "default" for f in dataclasses.fields(cls)
+    }
+    return settings, sources
