@@ -55,7 +55,15 @@ async def _line(stream: asyncio.StreamReader, timeout: float = 15.0) -> str:
         (["up", "--scale", "nope=2"], "unknown service 'nope'"),
         (["up", "--only", "ghost"], "unknown service(s) ghost"),
         (["tap", "episode.>", "--since", "5x"], "duration '5x'"),
-        (["services", "--nats-url", "nats://127.0.0.1:1"], "no NATS server answered"),
+        (
+            ["services", "--nats-url", "nats://127.0.0.1:1", "--store", "/nonexistent/aios"],
+            "no server is running",
+        ),
+        (
+            ["checkpoints", "--nats-url", "nats://127.0.0.1:1", "--store", "/nonexistent/aios"],
+            "run `aios-rl demo` or `aios-rl train` first",
+        ),
+        (["train", "--student", "hf"], "--student hf needs --model-path"),
         (["tap"], "the following arguments are required"),
         (["shell", "eval", "--limit", "0"], "must be at least 1"),
         (["shell", "train", "--learning-rate", "2"], "must be between 0 and 1"),
@@ -248,6 +256,46 @@ async def test_shell_train_then_eval_share_the_embedded_stack(tmp_path: Path) ->
     result = json.loads(out.strip().splitlines()[-1])
     assert result["checkpoint"] == active and result["episodes"] == 4
     assert 0.0 <= result["success"]["value"] <= 1.0
+
+
+@pytest.mark.slow
+async def test_the_users_journey_shares_one_store(tmp_path: Path) -> None:
+    """demo -> eval -> checkpoints -> campaign status on one store, no server started by hand:
+    eval scores the checkpoint the demo left active, checkpoints shows the demo's lineage and
+    campaign status (no id: the newest) the demo's campaign. Nothing answers at the URL, so
+    each command after the demo serves the store itself."""
+    store, url = str(tmp_path / "store"), f"nats://127.0.0.1:{free_port()}"
+    small = ["--train-tasks", "6", "--heldout", "4", "--tasks-per-epoch", "2", "--group-size", "2"]
+    code, out, err = await _run("demo", "--epochs", "1", *small, "--store", store, timeout=900)
+    assert code == 0, err + out
+    active = out.rsplit("active is ", 1)[1].split()[0]
+    campaign = out.split("campaign demo-", 1)[1].split()[0]
+    campaign = f"demo-{campaign}"
+    assert "next: aios-rl eval" in out
+    code, out, err = await _run(
+        "eval", "--limit", "4", "--json", "--store", store, "--nats-url", url, timeout=600
+    )
+    assert code == 0, err + out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["checkpoint"] == active and result["episodes"] == 4
+    assert f"no NATS at {url}: starting an embedded stack" in err  # progress goes to stderr
+    code, out, err = await _run("checkpoints", "--json", "--store", store, "--nats-url", url)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["pointers"]["active"] == active
+    lineage, at = [], active
+    while at:
+        lineage.append(doc["checkpoints"][at])
+        at = lineage[-1]["parent_id"]
+    assert lineage[-1]["created_by"] == "init"
+    assert all(m["created_by"].startswith(campaign) for m in lineage[:-1]), lineage
+    code, out, err = await _run("checkpoints", "--store", store, "--nats-url", url)
+    assert code == 0 and f"active          {active}" in out and "[active]" in out, err
+    code, out, err = await _run("campaign", "status", "--store", store, "--nats-url", url)
+    assert code == 0, err
+    assert f"campaign {campaign}: finished" in out
+    code, out, err = await _run("services", "--store", store, "--nats-url", url)
+    assert code == 1 and "no server is running" in err
 
 
 async def test_checkpoints_prints_pointers_and_lineage(

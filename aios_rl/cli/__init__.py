@@ -1,5 +1,5 @@
 """The ``aios-rl`` command line: ``up``, ``services``, ``tap``, ``publish``, ``checkpoints``,
-``shell``, ``campaign``, ``demo``, ``auth``.
+``shell``, ``campaign``, ``demo``, ``config``, ``auth``.
 
 One module per command group: each adds its subparser (``add(subparsers)``) and names the
 function that runs it (``set_defaults(run=...)``), which returns the exit code.
@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from .. import __version__
 from ..bus import BusError, configure_logging
+from ..stack.embedded import StackError
 from ..stack.natsd import NatsServerError
 from ..stack.supervisor import PlanError
 from . import (
@@ -26,6 +27,7 @@ from . import (
     browser,
     campaign,
     checkpoints,
+    config,
     demo,
     mixed,
     orchestrator,
@@ -53,6 +55,7 @@ COMMANDS = (
     campaign,
     rail,
     demo,
+    config,
     auth,
 )
 """The command groups, in the order ``aios-rl --help`` lists them."""
@@ -92,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = args.run(args)
     except (PlanError, ValueError) as exc:
         parser.exit(2, f"aios-rl {args.command}: error: {exc}\n")
-    except (CliError, BusError, NatsServerError) as exc:
+    except (CliError, BusError, NatsServerError, StackError) as exc:
         parser.exit(1, f"aios-rl {args.command}: error: {exc}\n")
     except KeyboardInterrupt:  # the embedded stack, if any, was stopped on the way out
         parser.exit(130, f"aios-rl {args.command}: interrupted\n")

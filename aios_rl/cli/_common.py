@@ -7,27 +7,40 @@ import argparse
 import asyncio
 import json
 import os
+import sys
+import typing
 import urllib.parse
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from aios_rl.rollouts import STRATEGIES
 from aios_rl.rollouts import validate as validate_strategy
-from contracts import BranchingSettings, CampaignSpec, DecodingRegime
+from aios_rl.stack.embedded import DEFAULT_STORE, reader
+from aios_rl.stack.services import SERVICES
+from contracts import Algorithm, BranchingSettings, CampaignSpec, DecodingRegime
 
 __all__ = [
+    "ALGORITHMS",
     "DEFAULT_URL",
+    "STUDENTS",
+    "TEACHERS",
     "CliError",
     "branching_spec",
     "bus_args",
     "fraction",
     "insecure_arg",
+    "json_arg",
+    "make_console",
     "nats_url",
     "port",
     "positive",
     "positive_float",
+    "read_state",
     "run_until_interrupt",
+    "store_arg",
     "training_args",
     "url",
     "use_credentials",
@@ -37,6 +50,24 @@ DEFAULT_URL = "nats://127.0.0.1:4222"
 
 DEFAULT_CREDENTIALS = Path(".aios") / "auth" / "admin.json"
 """The admin credentials ``aios-rl up`` keeps with its default ``--data-dir``."""
+
+
+ALGORITHMS: tuple[str, ...] = typing.get_args(Algorithm)
+"""The trainer's updates (``TrainerSettings.algorithm``)."""
+
+STUDENTS = ("tiny", "hf", "minilm")
+"""Student backends ``--student`` offers."""
+
+TEACHERS = (
+    *(
+        s.name.removeprefix("teacher-")
+        for s in SERVICES
+        if s.name.startswith("teacher-") and s.name != "teacher-gateway"
+    ),
+    "none",
+)
+"""Teacher backends ``--teacher`` offers: every ``teacher-<name>`` service but the gateway, and
+``none`` (no teacher)."""
 
 
 class CliError(Exception):
@@ -158,15 +189,38 @@ def positive_float(text: str) -> float:
     return value
 
 
+def store_arg(p: argparse.ArgumentParser) -> None:
+    """``--store DIR`` (``--data-dir`` is the same): where the user's work is kept."""
+    p.add_argument(
+        "--store",
+        "--data-dir",
+        dest="store",
+        type=Path,
+        default=Path(os.environ.get("AIOS_STORE") or DEFAULT_STORE),
+        metavar="DIR",
+        help="where your work is kept, shared by every command: the embedded stack's JetStream "
+        f"data, NATS users and service logs (env AIOS_STORE; default {DEFAULT_STORE}; "
+        "--data-dir is the same)",
+    )
+
+
+def json_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--json", action="store_true", help="print the result as JSON (progress goes to stderr)"
+    )
+
+
 def training_args(
     p: argparse.ArgumentParser,
     *,
     epochs: int,
-    data_dir: str,
     train_tasks: int = 100,
     heldout: int = 50,
     tasks_per_epoch: int = 16,
+    splits: tuple[str, ...] = ("train", "real"),
 ) -> None:
+    """The options of every command that trains: the campaign's size, strategy, algorithm,
+    student, teacher and split, the store, ``--json``."""
     p.add_argument("--epochs", type=positive, default=epochs, help=f"epochs (default {epochs})")
     p.add_argument(
         "--tasks-per-epoch",
@@ -206,7 +260,7 @@ def training_args(
         "--train-tasks",
         type=positive,
         default=train_tasks,
-        help=f"train-split tasks to draw from (default {train_tasks})",
+        help=f"tasks of the training split to draw from (default {train_tasks})",
     )
     p.add_argument(
         "--heldout",
@@ -214,15 +268,51 @@ def training_args(
         default=heldout,
         help=f"held-out tasks scored before and after (default {heldout})",
     )
+    if len(splits) > 1:
+        p.add_argument(
+            "--split",
+            choices=splits,
+            default=splits[0],
+            help="the split the campaign trains on: generated tasks, or real code "
+            "(standard-library modules with a bug, checked by their upstream tests); held-out "
+            f"scores stay on the held-out split (default {splits[0]})",
+        )
+    else:
+        p.set_defaults(split=splits[0])
+    p.add_argument(
+        "--algorithm",
+        choices=ALGORITHMS,
+        default="grpo",
+        help="the trainer's update: GRPO (group-relative advantages) or PPO (a learned value "
+        "baseline) (default grpo)",
+    )
     p.add_argument(
         "--learning-rate", type=fraction, default=5e-3, help="trainer step size (default 0.005)"
     )
-    p.add_argument("--seed", type=int, default=0, help="task and campaign seed (default 0)")
     p.add_argument(
-        "--data-dir",
-        default=data_dir,
-        help=f"embedded stack's JetStream data, credentials and logs (default {data_dir})",
+        "--student",
+        choices=STUDENTS,
+        default=None,
+        help="the student a new store starts from: tiny (hashed n-grams), hf (a local Hugging "
+        "Face causal LM, --model-path) or minilm (a pretrained MiniLM encoder) (default: the "
+        "store's active student; tiny for a new store)",
     )
+    p.add_argument(
+        "--model-path",
+        metavar="DIR",
+        default=None,
+        help="--student hf: the local Hugging Face model directory",
+    )
+    p.add_argument(
+        "--teacher",
+        choices=TEACHERS,
+        default=None,
+        help="the teacher backend the gateway asks (none: no teacher) (default: the store's "
+        "setting; oracle for a new store)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="task and campaign seed (default 0)")
+    store_arg(p)
+    json_arg(p)
     insecure_arg(p)
 
 
@@ -247,6 +337,23 @@ def branching_spec(args: argparse.Namespace) -> dict[str, object]:
 def url(args: argparse.Namespace) -> str:
     """``--nats-url``, else the default."""
     return args.nats_url or DEFAULT_URL
+
+
+def read_state(args: argparse.Namespace, name: str, *, serve: bool = True):  # type: ignore[no-untyped-def]
+    """The state a read command looks at (``stack.embedded.reader``): the server at the URL,
+    else the store's (``--store``). Raises ``NoStoreError`` when there is neither."""
+    return reader(
+        url(args), store=Path(args.store), namespace=args.namespace, name=name, serve=serve
+    )
+
+
+def make_console(args: argparse.Namespace | None = None) -> Console:
+    """A console as wide as the terminal, or 120 columns when output is not one (logs, pipes):
+    the summary tables stay readable. With ``--json`` it writes to stderr (stdout is for the
+    JSON)."""
+    if args is not None and getattr(args, "json", False):
+        return Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=120)
+    return Console() if sys.stdout.isatty() else Console(width=120)
 
 
 def run_until_interrupt(coro: Coroutine[Any, Any, int]) -> int:

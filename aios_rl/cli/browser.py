@@ -9,7 +9,7 @@ import asyncio
 from contracts import Names
 
 from ..bus import connect
-from ._common import bus_args, insecure_arg, positive, training_args, url
+from ._common import bus_args, insecure_arg, json_arg, positive, store_arg, training_args, url
 from .shell import POINTERS, _on_a_stack, run_shell_eval, run_shell_train
 
 __all__ = ["add"]
@@ -36,7 +36,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "train",
         help="train the student on browser tasks: a campaign with held-out scores before and after",
     )
-    training_args(train, epochs=5, data_dir=".aios/stack", train_tasks=40, heldout=24)
+    training_args(train, epochs=5, train_tasks=40, heldout=24, splits=("train",))
     train.add_argument("--campaign-id", help="campaign id (default browser-<date>-<time>)")
     bus_args(train)
     train.set_defaults(run=_on_a_stack(run_shell_train), environment="browser")
@@ -53,12 +53,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--split", choices=("heldout", "train"), default="heldout", help="which tasks")
     ev.add_argument("--limit", type=positive, default=24, help="tasks to run (default 24)")
     ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
-    ev.add_argument(
-        "--data-dir",
-        default=".aios/stack",
-        help="embedded stack's JetStream data and logs, when none is reachable (default .aios/stack)",
-    )
+    json_arg(ev)
+    store_arg(ev)
     insecure_arg(ev)
     bus_args(ev)
     ev.set_defaults(run=_on_a_stack(run_shell_eval), environment="browser")

@@ -1,4 +1,5 @@
-"""``aios-rl checkpoints``: the three checkpoint pointers and the lineage as a tree."""
+"""``aios-rl checkpoints``: the three checkpoint pointers and the lineage as a tree, from the
+server at ``--nats-url``, else from the store (``--store``) with no server running."""
 
 from __future__ import annotations
 
@@ -8,11 +9,8 @@ import sys
 
 import msgspec
 
-from contracts import Names
-
-from ..bus import connect
 from ..state.checkpoints import CheckpointRegistry, render_tree
-from ._common import bus_args, url
+from ._common import bus_args, json_arg, read_state, store_arg
 
 __all__ = ["add"]
 
@@ -22,15 +20,14 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "checkpoints", help="the three checkpoint pointers and the lineage as a tree"
     )
     bus_args(ckpt)
-    ckpt.add_argument("--json", action="store_true", help="print pointers and metadata as JSON")
+    store_arg(ckpt)
+    json_arg(ckpt)
     ckpt.set_defaults(run=lambda args: asyncio.run(_checkpoints(args)))
 
 
 async def _checkpoints(args: argparse.Namespace) -> int:
-    async with connect(
-        url(args), name="aios-rl-checkpoints", names=Names(args.namespace), connect_deadline=3.0
-    ) as bus:
-        snap = await CheckpointRegistry(bus).snapshot()
+    async with read_state(args, "aios-rl-checkpoints") as state:
+        snap = await CheckpointRegistry(state.bus).snapshot()
     if args.json:
         doc = {
             "pointers": msgspec.to_builtins(snap.pointers),

@@ -1,10 +1,13 @@
 """``aios-rl demo``: the README's main job.
 
-The whole stack as separate processes on an embedded NATS (a fresh JetStream store in
-``--data-dir``); shell bug-fix tasks generated, verified and stored; the held-out success of the
-initial student measured through the shell runners; a short campaign (collect -> compare ->
-decide -> train, every service in the loop); the held-out score of each epoch's policy; a summary
-table; a clean shutdown.
+The whole stack as separate processes on an embedded NATS, on the store every command shares
+(``--store``, default ``.aios/stack``), started fresh: the store's previous JetStream data is
+wiped, so the demo always trains a new student. Shell bug-fix tasks generated, verified and
+stored; the held-out success of the initial student measured through the shell runners; a short
+campaign (collect -> compare -> decide -> train, every service in the loop); the held-out score
+of each epoch's policy; a summary table; a clean shutdown. What it leaves (the trained student
+active, its lineage, the campaign's ledger) is what ``eval``, ``checkpoints`` and ``campaign
+status`` show next.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ import asyncio
 import time
 from pathlib import Path
 
-from ..stack.embedded import StackError, stack
+from ..stack.embedded import StackError, has_state, stack
 from ._common import CliError, training_args
-from .shell import make_console, train_and_report
+from ._training import embedded_options, teacher_needs
+from .shell import check_training, make_console, train_and_report
 
 __all__ = ["add", "run_demo"]
 
@@ -25,36 +29,44 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     demo = subparsers.add_parser(
         "demo", help="the main job: full stack on an embedded NATS, a short run, a summary"
     )
-    training_args(demo, epochs=4, data_dir=".aios/demo", train_tasks=60, heldout=30)
+    training_args(demo, epochs=4, train_tasks=60, heldout=30)
     demo.add_argument("--verbose", action="store_true", help="stream service logs to the terminal")
     demo.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    check_training(args, ["shell"])
     try:
         return run_demo(args)
     except (StackError, TimeoutError) as exc:
-        raise CliError(f"{exc} (service logs: {args.data_dir}/services.log)") from exc
+        raise CliError(f"{exc} (service logs: {args.store}/services.log)") from exc
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    console = make_console()
+    console = make_console(args)
+    store = Path(args.store)
 
     async def main() -> int:
+        if has_state(store):
+            console.print(f"a fresh start: the previous state in {store} is wiped")
         async with stack(
             None,
-            data_dir=Path(args.data_dir),
+            data_dir=store,
             insecure=args.insecure,
-            needs=set(),
+            needs=teacher_needs(args),
             echo=console.print,
             fresh=True,
             verbose=args.verbose,
             name="aios-rl-demo",
+            **embedded_options(args),  # type: ignore[arg-type]
         ) as st:
             code = await train_and_report(
                 st.bus, console, args, campaign_id=f"demo-{int(time.time())}"
             )
         console.print("stack stopped cleanly")
+        console.print(
+            f"next: aios-rl eval, aios-rl checkpoints, aios-rl campaign status (store {store})"
+        )
         return code
 
     return asyncio.run(main())

@@ -5,8 +5,8 @@ for the shell flow (``benchmark-generate``, ``train``, ``eval``).
 ``mixed`` runs one campaign whose epochs draw tasks from every environment by ``--ratio``, runs
 them concurrently, and ends each epoch in one verdict and one decision for the whole student
 (the comparison's per-environment veto: ``services/comparison/logic.py``). Like ``shell train``
-it uses the stack at ``--nats-url`` when one answers, else an embedded one in ``--data-dir``, and
-generates the tasks any environment lacks first.
+it uses the stack at ``--nats-url`` when one answers, else an embedded one on the store
+(``--store``), and generates the tasks any environment lacks first.
 """
 
 from __future__ import annotations
@@ -19,14 +19,23 @@ from collections.abc import Mapping
 from rich.console import Console
 from rich.table import Table
 
-from contracts import ENVIRONMENTS, CampaignSpec, TrainerSettings
+from contracts import ENVIRONMENTS
 
 from ..bus import Bus
 from ..rollouts import RAIL
 from ..stack.embedded import active_checkpoint
 from ..state.checkpoints import CheckpointRegistry
 from ..state.ledger import Ledger
-from ._common import CliError, branching_spec, bus_args, insecure_arg, positive, training_args
+from ._common import (
+    CliError,
+    bus_args,
+    insecure_arg,
+    json_arg,
+    positive,
+    store_arg,
+    training_args,
+)
+from ._training import apply_teacher, campaign_spec, check_store_student
 from .campaign_watch import run_campaign
 from .evaluation import EvalSummary
 from .report import env_table, epoch_table, rollout_table
@@ -35,10 +44,12 @@ from .shell import (
     POINTERS,
     _on_a_stack,
     _stack,
+    check_training,
     ensure_tasks,
     evaluate,
     make_console,
     needs_of,
+    print_json,
     resolve,
     run_shell_eval,
     run_shell_train,
@@ -107,7 +118,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         metavar="ENV=W,...",
         help="share of each epoch's tasks per environment, e.g. shell=0.4,browser=0.3,orchestrator=0.3",
     )
-    training_args(mixed, epochs=5, data_dir=".aios/stack", train_tasks=60, heldout=16)
+    training_args(mixed, epochs=5, train_tasks=60, heldout=16)
     mixed.add_argument("--campaign-id", help="campaign id (default mixed-<date>-<time>)")
     bus_args(mixed)
     mixed.set_defaults(run=_on_a_stack(_run_mixed))
@@ -133,11 +144,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--limit", type=positive, default=16, help="held-out tasks per environment")
     ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    ev.add_argument(
-        "--data-dir",
-        default=".aios/stack",
-        help="embedded stack's JetStream data and logs, when none is reachable (default .aios/stack)",
-    )
+    json_arg(ev)
+    store_arg(ev)
     insecure_arg(ev)
     bus_args(ev)
     ev.set_defaults(run=_on_a_stack(_run_mixed_eval))
@@ -166,7 +174,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     gen.set_defaults(run=_generate)
 
     train = subparsers.add_parser("train", help="the same as `shell train`")
-    training_args(train, epochs=5, data_dir=".aios/stack")
+    training_args(train, epochs=5)
     train.add_argument("--campaign-id", help="campaign id (default shell-<date>-<time>)")
     bus_args(train)
     train.set_defaults(run=_on_a_stack(run_shell_train), environment="shell")
@@ -178,8 +186,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     )
     evaluate_p.add_argument("--limit", type=positive, default=50, help="tasks (default 50)")
     evaluate_p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    evaluate_p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    evaluate_p.add_argument("--data-dir", default=".aios/stack")
+    json_arg(evaluate_p)
+    store_arg(evaluate_p)
     insecure_arg(evaluate_p)
     bus_args(evaluate_p)
     evaluate_p.set_defaults(run=_on_a_stack(run_shell_eval), environment="shell")
@@ -251,36 +259,28 @@ def _needs(envs: list[str], strategy: str = "uniform") -> set[str]:
 
 def _run_mixed(args: argparse.Namespace) -> int:
     ratios = _ratios(args)
-    fields = branching_spec(args)
-    console = make_console()
+    envs = sorted(ratios)
+    check_training(args, envs)
+    console = make_console(args)
 
     async def main() -> int:
         started = time.monotonic()
-        envs = sorted(ratios)
         async with _stack(args, console, _needs(envs, args.strategy)) as st:
             bus = st.bus
+            campaign_id = args.campaign_id or f"mixed-{time.strftime('%Y%m%d-%H%M%S')}"
+            spec = campaign_spec(args, campaign_id, ratios, episode_deadline_s=600)
             heldout: dict[str, list[str]] = {}
             for env in envs:
-                await ensure_tasks(bus, "train", args.train_tasks, console, seed=args.seed, env=env)
+                await ensure_tasks(
+                    bus, spec.split, args.train_tasks, console, seed=args.seed, env=env
+                )
                 heldout[env] = await ensure_tasks(
                     bus, "heldout", args.heldout, console, seed=args.seed, env=env
                 )
             initial = await active_checkpoint(bus, 120)
+            await check_store_student(bus, initial, args.student)
+            await apply_teacher(bus, args.teacher)
             before = await _scores(bus, initial, heldout, console, "held-out, before")
-            campaign_id = args.campaign_id or f"mixed-{time.strftime('%Y%m%d-%H%M%S')}"
-            spec = CampaignSpec(
-                campaign_id=campaign_id,
-                environments=ratios,
-                tasks_per_epoch=args.tasks_per_epoch,
-                group_size=args.group_size,
-                epochs=args.epochs,
-                episode_deadline_s=600,
-                seed=args.seed,
-                trainer=TrainerSettings(
-                    learning_rate=args.learning_rate, update_epochs=4, seed=args.seed
-                ),
-                **fields,  # type: ignore[arg-type]
-            )
             console.print(
                 "mixed campaign "
                 + campaign_id
@@ -296,6 +296,20 @@ def _run_mixed(args: argparse.Namespace) -> int:
                 if final == initial
                 else await _scores(bus, final, heldout, console, "held-out, after")
             )
+        code = 0 if end == "finished" else 1
+        if args.json:
+            print_json(
+                {
+                    "campaign_id": campaign_id,
+                    "end": end,
+                    "spec": spec,
+                    "before": {"checkpoint": initial, "environments": _as_dicts(before)},
+                    "after": {"checkpoint": final, "environments": _as_dicts(after)},
+                    "records": records,
+                    "seconds": round(time.monotonic() - started, 1),
+                }
+            )
+            return code
         console.print(epoch_table(records, title=f"campaign {campaign_id} ({end})"))
         console.print(env_table(records, title="per environment: one verdict, one decision"))
         console.print(rollout_table(records, title="rollouts: what each epoch spent"))
@@ -306,14 +320,18 @@ def _run_mixed(args: argparse.Namespace) -> int:
             )
         )
         console.print(f"{time.monotonic() - started:.0f}s; active is {final}")
-        return 0 if end == "finished" else 1
+        return code
 
     return asyncio.run(main())
 
 
+def _as_dicts(scores: Mapping[str, EvalSummary]) -> dict[str, dict[str, object]]:
+    return {env: dict(s.__dict__) for env, s in sorted(scores.items())}
+
+
 def _run_mixed_eval(args: argparse.Namespace) -> int:
     envs = sorted(set(args.env or ENVIRONMENTS))
-    console = make_console()
+    console = make_console(args)
 
     async def main() -> int:
         async with _stack(args, console, _needs(envs)) as st:
@@ -322,12 +340,22 @@ def _run_mixed_eval(args: argparse.Namespace) -> int:
                 for env in envs
             }
             columns: dict[str, dict[str, EvalSummary]] = {}
+            ids: dict[str, str] = {}
             for name in [args.checkpoint, *([args.against] if args.against else [])]:
                 ckpt = await resolve(st.bus, name)
                 label = ckpt[:12] + (f" ({name})" if name in POINTERS else "")
+                ids[label] = ckpt
                 columns[label] = await _scores(
                     st.bus, ckpt, heldout, console, f"held-out {label}", seed=args.seed
                 )
+        if args.json:
+            print_json(
+                [
+                    {"checkpoint": ids[label], "environments": _as_dicts(per)}
+                    for label, per in columns.items()
+                ]
+            )
+            return 0
         console.print(
             heldout_table(
                 f"held-out per environment ({args.limit} tasks each), near-greedy, 95% intervals",

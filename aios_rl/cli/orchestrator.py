@@ -17,7 +17,16 @@ from rich.table import Table
 from contracts import Names, OrchestratorTask
 
 from ..bus import Bus, connect
-from ._common import CliError, bus_args, insecure_arg, positive, training_args, url
+from ._common import (
+    CliError,
+    bus_args,
+    insecure_arg,
+    json_arg,
+    positive,
+    store_arg,
+    training_args,
+    url,
+)
 from .shell import POINTERS, _on_a_stack, run_shell_eval, run_shell_train
 
 __all__ = ["add", "baseline_table"]
@@ -45,7 +54,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         help="train the student on orchestrator tasks: a campaign with held-out scores before "
         "and after",
     )
-    training_args(train, epochs=5, data_dir=".aios/stack", train_tasks=120, heldout=60)
+    training_args(train, epochs=5, train_tasks=120, heldout=60, splits=("train",))
     train.add_argument("--campaign-id", help="campaign id (default orchestrator-<date>-<time>)")
     bus_args(train)
     train.set_defaults(run=_on_a_stack(run_shell_train), environment="orchestrator")
@@ -64,12 +73,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--split", choices=("heldout", "train"), default="heldout", help="which tasks")
     ev.add_argument("--limit", type=positive, default=60, help="tasks to run (default 60)")
     ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
-    ev.add_argument(
-        "--data-dir",
-        default=".aios/stack",
-        help="embedded stack's JetStream data and logs, when none is reachable (default .aios/stack)",
-    )
+    json_arg(ev)
+    store_arg(ev)
     insecure_arg(ev)
     bus_args(ev)
     ev.set_defaults(run=_on_a_stack(_eval), environment="orchestrator")

@@ -1,4 +1,5 @@
-"""``aios-rl rail status [CAMPAIGN]``: each campaign's RAIL controller, read from KV ``control``."""
+"""``aios-rl rail status [CAMPAIGN]``: each campaign's RAIL controller, read from KV ``control``
+(of the server at ``--nats-url``, else of the store)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,12 @@ import asyncio
 import sys
 
 import msgspec
-from rich.console import Console
 from rich.table import Table
 
-from contracts import Names, RailState
+from contracts import RailState
 
-from ..bus import connect
 from ..state.control import ControlStore
-from ._common import CliError, bus_args, url
+from ._common import CliError, bus_args, json_arg, make_console, read_state, store_arg
 
 __all__ = ["add", "rail_tables"]
 
@@ -28,8 +27,9 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "error, eta, and the action histogram per environment",
     )
     bus_args(status)
+    store_arg(status)
     status.add_argument("campaign_id", nargs="?", metavar="CAMPAIGN", help="one campaign only")
-    status.add_argument("--json", action="store_true", help="print the states as JSON")
+    json_arg(status)
     status.set_defaults(run=lambda args: asyncio.run(_status(args)))
 
 
@@ -79,10 +79,8 @@ def _action_order(label: str) -> tuple[float, str]:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    async with connect(
-        url(args), name="aios-rl-rail", names=Names(args.namespace), connect_deadline=3.0
-    ) as bus:
-        snaps = await ControlStore(bus).all("rail")
+    async with read_state(args, "aios-rl-rail") as state:
+        snaps = await ControlStore(state.bus).all("rail")
     states = [s.state for s in snaps if isinstance(s.state, RailState)]
     if args.campaign_id:
         states = [s for s in states if s.campaign_id == args.campaign_id]
@@ -92,9 +90,9 @@ async def _status(args: argparse.Namespace) -> int:
         sys.stdout.write(msgspec.json.encode(states).decode() + "\n")
         return 0
     if not states:
-        Console().print("no RAIL controller yet: run a campaign with --strategy rail")
+        make_console().print("no RAIL controller yet: run a campaign with --strategy rail")
         return 0
-    console = Console()
+    console = make_console()
     for table in rail_tables(states):
         console.print(table)
     return 0

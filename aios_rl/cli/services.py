@@ -1,4 +1,5 @@
-"""``aios-rl services``: the running services, through NATS service discovery."""
+"""``aios-rl services``: the running services, through NATS service discovery: of the server at
+``--nats-url``, else of the stack another command runs on the store (``--store``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import sys
 
 import msgspec
 
-from ..bus import connect, discover
-from ._common import bus_args, url
+from ..bus import discover
+from ..stack.embedded import NoStoreError, has_state
+from ._common import CliError, bus_args, make_console, read_state, store_arg, url
 
 __all__ = ["add"]
 
@@ -19,6 +21,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "services", help="list running services through NATS service discovery"
     )
     bus_args(services)
+    store_arg(services)
     services.add_argument("--json", action="store_true", help="print JSON for machines")
     services.add_argument(
         "--all-namespaces", action="store_true", help="list services of every namespace"
@@ -27,15 +30,23 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def _services(args: argparse.Namespace) -> int:
-    async with connect(url(args), name="aios-rl-services", connect_deadline=3.0) as bus:
-        views = await discover(bus.nc, namespace=None if args.all_namespaces else args.namespace)
+    try:
+        async with read_state(args, "aios-rl-services", serve=False) as reading:
+            views = await discover(
+                reading.bus.nc, namespace=None if args.all_namespaces else args.namespace
+            )
+    except NoStoreError:
+        kept = "holds your work" if has_state(args.store) else "is empty"
+        raise CliError(
+            f"no server is running: nothing answers at {url(args)} and no command runs on the "
+            f"store {args.store} (it {kept}); `aios-rl up --store {args.store}` serves it"
+        ) from None
     if args.json:
         sys.stdout.write(msgspec.json.encode(views).decode() + "\n")
         return 0
     if not views:
         print("no services answered")
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(
@@ -57,5 +68,5 @@ async def _services(args: argparse.Namespace) -> int:
         )
         extra = "\n".join(f"{k}={val:g}" for k, val in sorted(v.extra.items())) or "-"
         table.add_row(v.name, v.id, v.version, str(v.pid or "-"), eps, cons, extra)
-    Console().print(table)
+    make_console().print(table)
     return 0

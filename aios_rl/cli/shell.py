@@ -1,11 +1,11 @@
 """``aios-rl shell``: ``benchmark-generate``, ``train`` and ``eval`` (and the demo's shell
 campaign).
 
-``train`` and ``eval`` use the stack at ``--nats-url`` when it answers, else start an embedded one whose JetStream
-store lives in ``--data-dir`` (kept, so ``shell eval`` after ``shell train`` evaluates the
-trained student). Tasks a split lacks are generated and verified first (test runs are cached on
-disk, so this is slow once). Evaluation runs ``eval`` episodes through the real shell runners,
-near-greedy and seeded.
+``train`` and ``eval`` use the stack at ``--nats-url`` when it answers, else start an embedded one
+on the store (``--store``, shared by every command, so ``shell eval`` after ``shell train`` or
+``demo`` evaluates the trained student). Tasks a split lacks are generated and verified first
+(test runs are cached on disk, so this is slow once). Evaluation runs ``eval`` episodes through
+the real shell runners, near-greedy and seeded.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from contracts import CampaignSpec, Episode, Names, RailState, TrainerSettings
+from contracts import Episode, Names, RailState
 
 from ..bus import Bus
 from ..envs.shell.generate import GenerationError, generate
@@ -38,9 +38,20 @@ from ._common import (
     branching_spec,
     bus_args,
     insecure_arg,
+    json_arg,
+    make_console,
     positive,
+    store_arg,
     training_args,
     url,
+)
+from ._training import (
+    apply_teacher,
+    campaign_spec,
+    check_store_student,
+    check_student,
+    embedded_options,
+    teacher_needs,
 )
 from .campaign_watch import run_campaign
 from .evaluation import EvalSummary, run_eval, summarize
@@ -52,6 +63,7 @@ __all__ = [
     "ensure_tasks",
     "evaluate",
     "make_console",
+    "print_json",
     "run_shell_eval",
     "run_shell_train",
     "train_and_report",
@@ -86,7 +98,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "train",
         help="train the student on shell tasks: a campaign with held-out scores before and after",
     )
-    training_args(train, epochs=5, data_dir=".aios/stack")
+    training_args(train, epochs=5)
     train.add_argument("--campaign-id", help="campaign id (default shell-<date>-<time>)")
     bus_args(train)
     train.set_defaults(run=_on_a_stack(run_shell_train))
@@ -108,12 +120,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--limit", type=positive, default=50, help="tasks to run (default 50)")
     ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
-    ev.add_argument(
-        "--data-dir",
-        default=".aios/stack",
-        help="embedded stack's JetStream data and logs, when none is reachable (default .aios/stack)",
-    )
+    json_arg(ev)
+    store_arg(ev)
     insecure_arg(ev)
     bus_args(ev)
     ev.set_defaults(run=_on_a_stack(run_shell_eval))
@@ -286,21 +294,22 @@ def _summary_table(title: str, summaries: dict[str, EvalSummary]) -> Table:
     return table
 
 
-def make_console() -> Console:
-    """A console as wide as the terminal, or 120 columns when output is not one (logs, pipes):
-    the summary tables stay readable."""
-    return Console() if sys.stdout.isatty() else Console(width=120)
+def print_json(doc: object) -> None:
+    """One JSON document on stdout."""
+    sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
 
 
 def _stack(args: argparse.Namespace, console: Console, needs: set[str]):  # type: ignore[no-untyped-def]
-    """The stack a shell command runs against (``--nats-url``'s, else an embedded one)."""
+    """The stack a command runs against (``--nats-url``'s, else the store's): with the
+    services the training options ask for (``--student``, ``--teacher``)."""
     return stack(
         args.nats_url,
         namespace=args.namespace,
-        data_dir=Path(args.data_dir),
+        data_dir=Path(args.store),
         insecure=args.insecure,
-        needs=needs,
+        needs=needs | teacher_needs(args),
         echo=console.print,
+        **embedded_options(args),  # type: ignore[arg-type]
     )
 
 
@@ -314,7 +323,7 @@ AfterEval = Callable[[Bus, list[str], Console], Awaitable[None]]
 
 
 def run_shell_eval(args: argparse.Namespace, after: AfterEval | None = None) -> int:
-    console = make_console()
+    console = make_console(args)
     env = getattr(args, "environment", "shell")
 
     async def main() -> int:
@@ -332,7 +341,7 @@ def run_shell_eval(args: argparse.Namespace, after: AfterEval | None = None) -> 
                 env=env,
             )
             if args.json:
-                print(msgspec.json.encode({"checkpoint": checkpoint, **summary.__dict__}).decode())
+                print_json({"checkpoint": checkpoint, "split": args.split, **summary.__dict__})
                 return 0
             console.print(
                 _summary_table(
@@ -354,29 +363,22 @@ async def train_and_report(
     bus: Bus, console: Console, args: argparse.Namespace, *, campaign_id: str
 ) -> int:
     """Tasks, the held-out score before, the campaign, the held-out score of each epoch's
-    policy, the summary table. Shared by ``shell train`` and ``demo``."""
+    policy, the summary table (or, with ``--json``, one JSON document). Shared by ``shell
+    train`` and ``demo``."""
     started = time.monotonic()
     env = getattr(args, "environment", "shell")
-    await ensure_tasks(bus, "train", args.train_tasks, console, seed=args.seed, env=env)
+    spec = campaign_spec(args, campaign_id, {env: 1.0})
+    await ensure_tasks(bus, spec.split, args.train_tasks, console, seed=args.seed, env=env)
     heldout = await ensure_tasks(bus, "heldout", args.heldout, console, seed=args.seed, env=env)
     initial = await active_checkpoint(bus, 120)
+    await check_store_student(bus, initial, args.student)
+    await apply_teacher(bus, args.teacher)
     before, _ = await evaluate(
         bus, initial, heldout, console, split="heldout", label="held-out, before", env=env
     )
     console.print(
         f"student {initial[:12]} before training: held-out success {before.success.pct()}, "
         f"mean reward {before.reward.num()}"
-    )
-    spec = CampaignSpec(
-        campaign_id=campaign_id,
-        environments={env: 1.0},
-        tasks_per_epoch=args.tasks_per_epoch,
-        group_size=args.group_size,
-        epochs=args.epochs,
-        episode_deadline_s=300,
-        seed=args.seed,
-        trainer=TrainerSettings(learning_rate=args.learning_rate, update_epochs=4, seed=args.seed),
-        **branching_spec(args),  # type: ignore[arg-type]
     )
     end = await run_campaign(bus, spec, console)
     records = await Ledger(bus).records(campaign_id)
@@ -402,6 +404,21 @@ async def train_and_report(
         for r in records
         if r.active_checkpoint in scores
     }
+    code = 0 if end == "finished" else 1
+    if args.json:
+        print_json(
+            {
+                "campaign_id": campaign_id,
+                "end": end,
+                "spec": spec,
+                "before": {"checkpoint": initial, **before.__dict__},
+                "after": {"checkpoint": final, **scores[final].__dict__},
+                "heldout_success_by_epoch": heldout_by_epoch,
+                "records": records,
+                "seconds": round(time.monotonic() - started, 1),
+            }
+        )
+        return code
     console.print(
         epoch_table(records, title=f"campaign {campaign_id} ({end})", heldout=heldout_by_epoch)
     )
@@ -418,15 +435,22 @@ async def train_and_report(
         )
     )
     console.print(f"{time.monotonic() - started:.0f}s; active is {final}")
-    return 0 if end == "finished" else 1
+    return code
+
+
+def check_training(args: argparse.Namespace, environments: list[str]) -> None:
+    """Raise ``CliError`` before any stack starts for training options that cannot run."""
+    branching_spec(args)
+    check_student(args)
+    campaign_spec(args, "probe", dict.fromkeys(environments, 1.0))
 
 
 def run_shell_train(args: argparse.Namespace) -> int:
-    branching_spec(args)  # a strategy that cannot be planned is a one-line error, before a stack
-    console = make_console()
+    env = getattr(args, "environment", "shell")
+    check_training(args, [env])
+    console = make_console(args)
 
     async def main() -> int:
-        env = getattr(args, "environment", "shell")
         needs = (NEEDS - {"shell-runner"}) | needs_of(env)
         needs |= {"rail"} if args.strategy in RAIL else set()
         async with _stack(args, console, needs) as st:

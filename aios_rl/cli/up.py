@@ -38,8 +38,11 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     bus_args(up)
     up.add_argument(
         "--data-dir",
+        "--store",
+        dest="data_dir",
         default=".aios",
-        help="where the embedded NATS keeps JetStream data (default .aios)",
+        help="where the embedded NATS keeps JetStream data and NATS users (default .aios; "
+        "--store .aios/stack serves the store the other commands keep your work in)",
     )
     up.add_argument(
         "--nats-port",

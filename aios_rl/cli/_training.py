@@ -1,0 +1,166 @@
+"""What the training options ask of the stack: the campaign spec, the flags and replicas of the
+services an embedded stack starts, the teacher the gateway follows, the student the store holds.
+
+Pure but for :func:`apply_teacher` and :func:`check_store_student`, which read and write the
+store through the state room. ``aios-rl config`` shows the same service flags
+(:func:`service_flags`) with the settings they make.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from contracts import CampaignSpec, GatewaySettings, Names, TrainerSettings
+
+from ..bus import Bus
+from ..stack.services import by_name
+from ..state.checkpoints import CheckpointRegistry
+from ..state.control import ControlStore
+from ._common import CliError, branching_spec
+
+__all__ = [
+    "ServiceFlag",
+    "apply_teacher",
+    "campaign_spec",
+    "check_store_student",
+    "check_student",
+    "embedded_options",
+    "service_flags",
+    "teacher_needs",
+]
+
+GATEWAY_CONTROL_ID = "default"
+"""The control key the stack's gateway follows (``GatewayServiceSettings.control_id``)."""
+
+
+@dataclass(frozen=True)
+class ServiceFlag:
+    """One command-line flag an embedded stack gives a service, and the ``aios-rl`` option it
+    comes from."""
+
+    service: str
+    flag: str
+    value: str
+    option: str
+
+
+def check_student(args: argparse.Namespace) -> None:
+    """Raise ``CliError`` for a ``--student`` / ``--model-path`` combination that cannot run:
+    ``hf`` without a model directory, a model path for ``tiny`` or without ``--student``, a
+    backend whose module is not installed."""
+    student = getattr(args, "student", None)
+    model_path = getattr(args, "model_path", None)
+    if model_path is not None:
+        if student in (None, "tiny"):
+            raise CliError("--model-path is for --student hf (or minilm)")
+        if not Path(model_path).is_dir():
+            raise CliError(f"--model-path {model_path}: no such directory")
+    if student == "hf" and model_path is None:
+        raise CliError("--student hf needs --model-path DIR, a local Hugging Face model directory")
+    if student is not None and student != "tiny":
+        module = f"aios_rl.student.{student}"
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:
+            found = False
+        if not found:
+            raise CliError(
+                f"--student {student}: its backend ({module}) is not installed in this checkout"
+            )
+
+
+def service_flags(args: argparse.Namespace) -> list[ServiceFlag]:
+    """The flags ``--student``, ``--model-path`` and ``--teacher`` give the services of an
+    embedded stack: the trainer's backend of the initial checkpoint and its model directory,
+    the gateway's default backend."""
+    out: list[ServiceFlag] = []
+    student = getattr(args, "student", None)
+    model_path = getattr(args, "model_path", None)
+    teacher = getattr(args, "teacher", None)
+    if student is not None:
+        out.append(ServiceFlag("trainer", "--backend", student, "--student"))
+    if model_path is not None:
+        resolved = str(Path(model_path).resolve())
+        out.append(ServiceFlag("trainer", "--model-path", resolved, "--model-path"))
+    if teacher is not None:
+        out.append(ServiceFlag("teacher-gateway", "--default-backend", teacher, "--teacher"))
+    return out
+
+
+def teacher_needs(args: argparse.Namespace) -> set[str]:
+    """The teacher service ``--teacher`` needs running (none for ``none`` or no option)."""
+    teacher = getattr(args, "teacher", None)
+    return set() if teacher in (None, "none") else {f"teacher-{teacher}"}
+
+
+def embedded_options(args: argparse.Namespace) -> dict[str, object]:
+    """``stack()``'s ``service_args`` and ``scale`` for these options: the service flags, and one
+    replica of a teacher the registry does not start by default."""
+    args_of: dict[str, list[str]] = {}
+    for f in service_flags(args):
+        args_of.setdefault(f.service, []).extend([f.flag, f.value])
+    registry = by_name()
+    scale = {name: 1 for name in teacher_needs(args) if registry[name].replicas < 1}
+    return {"service_args": args_of, "scale": scale}
+
+
+def campaign_spec(
+    args: argparse.Namespace,
+    campaign_id: str,
+    environments: Mapping[str, float],
+    *,
+    episode_deadline_s: float = 300,
+) -> CampaignSpec:
+    """The campaign the training options describe. Raises ``CliError`` for a strategy that
+    cannot be planned or a split an environment does not have."""
+    split = getattr(args, "split", "train")
+    if split != "train" and set(environments) != {"shell"}:
+        raise CliError(f"--split {split} is for shell tasks only")
+    return CampaignSpec(
+        campaign_id=campaign_id,
+        environments=dict(environments),
+        tasks_per_epoch=args.tasks_per_epoch,
+        group_size=args.group_size,
+        epochs=args.epochs,
+        episode_deadline_s=episode_deadline_s,
+        seed=args.seed,
+        split=split,
+        trainer=TrainerSettings(
+            algorithm=args.algorithm,
+            learning_rate=args.learning_rate,
+            update_epochs=4,
+            seed=args.seed,
+        ),
+        **branching_spec(args),  # type: ignore[arg-type]
+    )
+
+
+async def apply_teacher(bus: Bus, teacher: str | None) -> None:
+    """Make ``teacher`` the backend the stack's gateway asks, from the next episode on (its
+    control key, which it follows live); nothing for ``None``."""
+    if teacher is None:
+        return
+    await ControlStore(bus).update(
+        Names.key_control("gateway", GATEWAY_CONTROL_ID),
+        lambda s: msgspec.structs.replace(s, backend=teacher),  # type: ignore[type-var]
+        init=GatewaySettings,
+    )
+
+
+async def check_store_student(bus: Bus, checkpoint_id: str, student: str | None) -> None:
+    """Raise ``CliError`` when ``--student`` asks for another backend than the store's active
+    checkpoint has: the trainer starts a new student only in a store without one."""
+    if student is None:
+        return
+    meta = await CheckpointRegistry(bus).meta(checkpoint_id)
+    if meta.backend != student:
+        raise CliError(
+            f"--student {student}, but the store's active checkpoint {checkpoint_id[:12]} is a "
+            f"{meta.backend} student: train it without --student, or give another --store"
+        )

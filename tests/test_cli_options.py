@@ -1,0 +1,389 @@
+"""The training options reach what runs: ``--algorithm`` the trainer's update, ``--student`` /
+``--model-path`` the student the stack starts from and serves, ``--teacher`` the gateway's
+backend, ``--split real`` the tasks a campaign draws; every table command takes ``--json``;
+``aios-rl config`` says where each service setting comes from. Read commands serve the store
+with no server running."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from aios_rl.bus import Bus, RemoteError, explain_settings, load_settings
+from aios_rl.cli import build_parser
+from aios_rl.cli._common import CliError
+from aios_rl.cli._training import (
+    apply_teacher,
+    campaign_spec,
+    check_store_student,
+    check_student,
+    embedded_options,
+    teacher_needs,
+)
+from aios_rl.cli.shell import ensure_tasks
+from aios_rl.stack.auth import prepare
+from aios_rl.stack.natsd import NatsServer, free_port
+from aios_rl.stack.services import SERVICES
+from aios_rl.state.checkpoints import CheckpointRegistry
+from aios_rl.state.control import ControlStore
+from aios_rl.state.ledger import Ledger
+from aios_rl.state.tasks import task_ids
+from aios_rl.student import load_student, new_student
+from aios_rl.student.toytask import ToyTask
+from aios_rl.student.train import build_batch, update
+from contracts import (
+    ActRequest,
+    ActResponse,
+    CampaignSpec,
+    CampaignState,
+    EpochRecord,
+    GatewaySettings,
+    Names,
+)
+from services.campaign.logic import sample_tasks
+from services.trainer.logic import update_config
+from services.trainer.settings import TrainerServiceSettings
+
+from .support import eventually, running
+from .test_student_hf import HAVE_TRANSFORMERS, tiny_lm, tokenizer  # noqa: F401 - a fixture
+
+AIOS = [sys.executable, "-m", "aios_rl.cli"]
+
+TRAINING_COMMANDS = [["train"], ["shell", "train"], ["mixed", "--shell-only"], ["demo"]]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(list(argv))
+
+
+async def aios(*args: str, env: dict[str, str] | None = None, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    full = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "AIOS_NAMESPACE")}
+    full.update(env or {})
+    proc = await asyncio.create_subprocess_exec(
+        *AIOS,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+        env=full,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    return proc.returncode, out.decode(), err.decode()
+
+
+# -- every option on every training command -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", TRAINING_COMMANDS, ids=" ".join)
+def test_every_training_option_is_reachable(command: list[str], tmp_path: Path) -> None:
+    args = parse(
+        *command,
+        "--algorithm", "ppo",
+        "--student", "hf",
+        "--model-path", str(tmp_path),
+        "--split", "real",
+        "--teacher", "claude",
+        "--learning-rate", "0.01",
+        "--group-size", "3",
+        "--tasks-per-epoch", "5",
+        "--store", str(tmp_path / "store"),
+        "--json",
+    )  # fmt: skip
+    spec = campaign_spec(args, "c", {"shell": 1.0})
+    assert (spec.trainer.algorithm, spec.trainer.learning_rate) == ("ppo", 0.01)
+    assert (spec.group_size, spec.tasks_per_epoch, spec.split) == (3, 5, "real")
+    opts = embedded_options(args)
+    assert opts["service_args"] == {
+        "trainer": ["--backend", "hf", "--model-path", str(tmp_path.resolve())],
+        "teacher-gateway": ["--default-backend", "claude"],
+    }
+    assert opts["scale"] == {"teacher-claude": 1}
+    assert args.store == tmp_path / "store" and args.json
+
+
+def test_defaults_and_the_data_dir_alias(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = parse("train", "--data-dir", "elsewhere")
+    assert args.store == Path("elsewhere")
+    spec = campaign_spec(args, "c", {"shell": 1.0})
+    assert (spec.trainer.algorithm, spec.split) == ("grpo", "train")
+    assert embedded_options(args) == {"service_args": {}, "scale": {}}
+    assert teacher_needs(args) == set()
+    monkeypatch.setenv("AIOS_STORE", "from-env")
+    assert parse("checkpoints").store == Path("from-env")
+    monkeypatch.delenv("AIOS_STORE")
+    assert parse("eval").store == Path(".aios/stack") == parse("demo").store
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["checkpoints"],
+        ["campaign", "status"],
+        ["rail", "status"],
+        ["services"],
+        ["config"],
+        ["eval"],
+        ["shell", "eval"],
+        ["browser", "eval"],
+        ["orchestrator", "eval"],
+        ["mixed-eval"],
+        *TRAINING_COMMANDS,
+        ["browser", "train"],
+        ["orchestrator", "train"],
+    ],
+    ids=" ".join,
+)
+def test_every_table_command_takes_json(command: list[str]) -> None:
+    assert parse(*command, "--json").json
+
+
+# -- --algorithm: the trainer's update ------------------------------------------------------------------
+
+
+def test_algorithm_selects_the_update_the_trainer_runs() -> None:
+    """The spec the CLI builds, through the trainer's own configuration, on the same batch:
+    PPO's update (GAE on a value head, a value loss) differs from GRPO's."""
+    episodes = ToyTask(seed=1).rollouts(new_student(seed=1), groups=8, group_size=4)
+    digests, metrics = {}, {}
+    for algorithm in ("grpo", "ppo"):
+        spec = campaign_spec(parse("train", "--algorithm", algorithm), "c", {"shell": 1.0})
+        config = update_config(spec.trainer)
+        assert config.algorithm == algorithm
+        model = new_student(seed=1)
+        metrics[algorithm] = update(model, None, build_batch(episodes, config=config), config)
+        digests[algorithm] = hashlib.sha256(model.to_bytes()).hexdigest()
+    assert digests["grpo"] != digests["ppo"]
+    assert "value_loss" in metrics["ppo"] and "value_loss" not in metrics["grpo"]
+
+
+# -- --student / --model-path ---------------------------------------------------------------------------
+
+
+def test_student_errors_are_one_line_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(CliError, match="needs --model-path"):
+        check_student(parse("train", "--student", "hf"))
+    with pytest.raises(CliError, match="is for --student hf"):
+        check_student(parse("train", "--model-path", str(tmp_path)))
+    with pytest.raises(CliError, match="no such directory"):
+        check_student(parse("train", "--student", "hf", "--model-path", str(tmp_path / "no")))
+    import aios_rl.cli._training as training
+
+    monkeypatch.setattr(training.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(CliError, match=r"--student minilm: its backend \(aios_rl.student.minilm\)"):
+        check_student(parse("demo", "--student", "minilm"))
+
+
+async def test_student_minilm_without_its_backend_is_one_line() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("aios_rl.student.minilm") is not None:
+        pytest.skip("the minilm backend is installed here")
+    code, _out, err = await aios("train", "--student", "minilm", "--nats-url", "nats://127.0.0.1:1")
+    assert code == 1 and err.count("\n") == 1, err
+    assert "--student minilm: its backend" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="transformers is not installed")
+async def test_student_hf_makes_the_stack_serve_the_model_directory(
+    bus: Bus,
+    nats_url: str,
+    names: Names,
+    tokenizer,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    """The trainer and sampler, started with the flags the CLI gives them, store an hf student
+    from the directory and serve it; the CLI then refuses another student on that store."""
+    from services.sampler.main import build as build_sampler
+    from services.sampler.settings import SamplerSettings
+    from services.trainer.main import build as build_trainer
+
+    tiny_lm(tokenizer).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    model_dir = str(tmp_path.resolve())  # noqa: ASYNC240 - a test's own folder
+    args = parse("train", "--student", "hf", "--model-path", str(tmp_path))
+    check_student(args)
+    flags = embedded_options(args)["service_args"]["trainer"]  # type: ignore[index]
+    base = ["--nats-url", nats_url, "--namespace", names.namespace]
+    settings = load_settings(TrainerServiceSettings, [*base, *flags])
+    _svc, trainer = build_trainer(bus, settings)
+    await trainer.ensure_initial()
+    registry = CheckpointRegistry(bus)
+    active = (await registry.pointers())[0].active
+    assert active is not None and (await registry.meta(active)).backend == "hf"
+    student = load_student(await registry.load(active))
+    assert student.config.model_path == model_dir  # type: ignore[attr-defined]
+    sampler, _ = build_sampler(bus, load_settings(SamplerSettings, base))
+    request = ActRequest(episode_id="e", step=0, observation="the light", candidates=["a", "b"])
+
+    async def act() -> ActResponse | None:
+        try:
+            return await bus.request(bus.names.policy_act(), request, ActResponse, timeout=30)
+        except RemoteError as exc:  # 503 until the sampler has followed the active pointer
+            if exc.code != "503":
+                raise
+            return None
+
+    async with running(sampler):
+        reply = await eventually(act, within=30, what="the sampler serving the hf checkpoint")
+    assert reply.checkpoint_id == active and reply.action in ("a", "b")
+    await check_store_student(bus, active, "hf")
+    await check_store_student(bus, active, None)
+    with pytest.raises(CliError, match="is a hf student"):
+        await check_store_student(bus, active, "tiny")
+
+
+# -- --teacher ------------------------------------------------------------------------------------------
+
+
+async def test_teacher_sets_the_gateways_backend(bus: Bus) -> None:
+    key = Names.key_control("gateway", "default")
+    store = ControlStore(bus)
+    await store.load_or_init(key, lambda: GatewaySettings(timeout_s=12.0))
+    await apply_teacher(bus, parse("train", "--teacher", "claude").teacher)
+    snap, _ = await store.load(key)
+    assert snap is not None and snap.state == GatewaySettings(backend="claude", timeout_s=12.0)
+    await apply_teacher(bus, parse("train").teacher)  # no option: the store's setting stays
+    assert (await store.load(key))[0].state.backend == "claude"  # type: ignore[union-attr]
+    args = parse("train", "--teacher", "none")
+    assert teacher_needs(args) == set() and embedded_options(args)["scale"] == {}
+    assert teacher_needs(parse("train", "--teacher", "oracle")) == {"teacher-oracle"}
+    assert embedded_options(parse("train", "--teacher", "oracle"))["scale"] == {}  # runs anyway
+
+
+# -- --split real ---------------------------------------------------------------------------------------
+
+
+async def test_split_real_trains_on_real_code_tasks(bus: Bus) -> None:
+    """The campaign the CLI builds draws its tasks from the real split ``ensure_tasks`` fills,
+    the same index the campaign service reads."""
+    args = parse("train", "--split", "real", "--tasks-per-epoch", "3")
+    spec = campaign_spec(args, "c", {"shell": 1.0})
+    await ensure_tasks(bus, spec.split, 2, Console(file=io.StringIO()))
+    available = {"shell": await task_ids(bus, "shell", spec.split)}
+    assert len(available["shell"]) == 2 and await task_ids(bus, "shell", "train") == []
+    drawn = sample_tasks(spec, 0, available)
+    assert len(drawn) == 3 and {t.split("/", 1)[1] for t in drawn} <= set(available["shell"])
+    with pytest.raises(CliError, match="--split real is for shell tasks only"):
+        campaign_spec(parse("mixed", "--split", "real"), "c", {"shell": 0.5, "browser": 0.5})
+
+
+# -- aios-rl config -------------------------------------------------------------------------------------
+
+
+def test_explain_settings_names_each_source() -> None:
+    settings, sources = explain_settings(
+        TrainerServiceSettings,
+        ["--backend", "hf", "--model-path", "/m"],
+        {"AIOS_TORCH_THREADS": "2", "NATS_URL": "nats://x:1"},
+    )
+    assert (settings.backend, settings.torch_threads, settings.nats_url) == ("hf", 2, "nats://x:1")
+    assert sources["backend"] == "flag --backend" and sources["model_path"] == "flag --model-path"
+    assert sources["torch_threads"] == "env AIOS_TORCH_THREADS"
+    assert sources["nats_url"] == "env NATS_URL" and sources["init_seed"] == "default"
+    with pytest.raises(ValueError, match="AIOS_TORCH_THREADS"):
+        explain_settings(TrainerServiceSettings, [], {"AIOS_TORCH_THREADS": "many"})
+
+
+async def test_config_prints_every_service_and_each_sources(tmp_path: Path) -> None:
+    model_dir = str(tmp_path.resolve())  # noqa: ASYNC240 - a test's own folder
+    code, out, err = await aios(
+        "config", "--json", "--student", "hf", "--model-path", str(tmp_path),
+        "--teacher", "codex", "--algorithm", "ppo",
+        env={"AIOS_MAX_BATCH": "7"},
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert set(doc["services"]) == {s.name for s in SERVICES}
+    trainer = doc["services"]["trainer"]
+    assert trainer["backend"] == {"value": "hf", "source": "flag --student"}
+    assert trainer["model_path"] == {"value": model_dir, "source": "flag --model-path"}
+    assert trainer["init_seed"] == {"value": 0, "source": "default"}
+    assert doc["services"]["sampler"]["max_batch"] == {"value": 7, "source": "env AIOS_MAX_BATCH"}
+    assert doc["services"]["teacher-gateway"]["default_backend"]["source"] == "flag --teacher"
+    assert doc["services"]["shell-runner"]["env"] == {"value": "shell", "source": "stack"}
+    assert doc["services"]["reward"]["log_format"] == {"value": "json", "source": "stack"}
+    assert doc["campaign"]["trainer.algorithm"] == {"value": "ppo", "source": "flag --algorithm"}
+    assert doc["campaign"]["group_size"] == {"value": 4, "source": "default"}
+    code, out, err = await aios("config", "--service", "trainer")
+    assert code == 0 and "backend" in out and "sampler" not in out, err
+
+
+# -- read commands on the store -------------------------------------------------------------------------
+
+
+async def _make_store(store: Path) -> str:
+    """A store as a command leaves it (users, a checkpoint lineage, a campaign with a ledger),
+    with its server stopped; the campaign's id."""
+    names = Names("")
+    auth = prepare(store, names, [s.name for s in SERVICES])
+    from aios_rl.bus import connect, provision
+
+    with NatsServer(store / "nats", config=auth.config) as server:
+        async with connect(
+            server.url, name="t", user=auth.admin.user, password=auth.admin.password
+        ) as bus:
+            await provision(bus)
+            reg = CheckpointRegistry(bus)
+            root = await reg.store(b"w0", parent_id=None, created_by="init", algorithm="init")
+            child = await reg.store(
+                b"w1", parent_id=root.checkpoint_id, created_by="update-1", algorithm="ppo"
+            )
+            await reg.init(root.checkpoint_id)
+            await reg.advance(child.checkpoint_id, "update-1")
+            spec = CampaignSpec(campaign_id="camp-1", epochs=1)
+            await ControlStore(bus).load_or_init(
+                Names.key_control("campaign", "camp-1"),
+                lambda: CampaignState(spec=spec, state="finished", epoch=1, phase="done"),
+            )
+            await Ledger(bus).put(
+                EpochRecord(campaign_id="camp-1", epoch=0, verdict="same", decision="promote")
+            )
+    return child.checkpoint_id
+
+
+async def test_read_commands_serve_the_store_when_no_server_runs(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    active = await _make_store(store)
+    nowhere = ["--nats-url", f"nats://127.0.0.1:{free_port()}", "--store", str(store)]
+    code, out, err = await aios("checkpoints", *nowhere)
+    assert code == 0, err
+    assert f"active          {active}" in out and "update-1" in out
+    code, out, err = await aios("campaign", "status", *nowhere)  # the newest campaign
+    assert code == 0, err
+    assert "campaign camp-1: finished" in out and "promote" in out
+    code, out, err = await aios("campaign", "status", "camp-1", "--json", *nowhere)
+    assert code == 0 and json.loads(out)["state"] == "finished", err
+    code, out, err = await aios("rail", "status", *nowhere)
+    assert code == 0 and "no RAIL controller yet" in out, err
+    code, _out, err = await aios("services", *nowhere)
+    assert code == 1 and "no server is running" in err and f"store {store}" in err
+    empty = ["--nats-url", nowhere[1], "--store", str(tmp_path / "empty")]
+    for command in (["checkpoints"], ["campaign", "status"], ["rail", "status"]):
+        code, _out, err = await aios(*command, *empty)
+        assert code == 1 and err.count("\n") == 1, err
+        assert "run `aios-rl demo` or `aios-rl train` first" in err
+
+
+async def test_read_commands_use_the_server_running_on_the_store(tmp_path: Path) -> None:
+    """Another command's embedded server on the store (a train in progress): read from it."""
+    store = tmp_path / "store"
+    active = await _make_store(store)
+    auth = prepare(store, Names(""), [s.name for s in SERVICES])
+    with NatsServer(store / "nats", config=auth.config):
+        nowhere = ["--nats-url", f"nats://127.0.0.1:{free_port()}", "--store", str(store)]
+        code, out, err = await aios("checkpoints", "--json", *nowhere)
+        assert code == 0, err
+        assert json.loads(out)["pointers"]["active"] == active
+        code, out, err = await aios("services", "--json", *nowhere)
+        assert code == 0 and json.loads(out) == [], err
