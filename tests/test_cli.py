@@ -261,12 +261,14 @@ async def test_shell_train_then_eval_share_the_embedded_stack(tmp_path: Path) ->
 @pytest.mark.slow
 async def test_the_users_journey_shares_one_store(tmp_path: Path) -> None:
     """demo -> eval -> checkpoints -> campaign status on one store, no server started by hand:
-    eval scores the checkpoint the demo left active, checkpoints shows the demo's lineage and
-    campaign status (no id: the newest) the demo's campaign. Nothing answers at the URL, so
-    each command after the demo serves the store itself."""
+    eval scores the checkpoint the demo left active, checkpoints shows the demo's lineage (its
+    updates PPO's, as --algorithm asked) and campaign status (no id: the newest) the demo's
+    campaign. Nothing answers at the URL, so each command after the demo serves the store."""
     store, url = str(tmp_path / "store"), f"nats://127.0.0.1:{free_port()}"
     small = ["--train-tasks", "6", "--heldout", "4", "--tasks-per-epoch", "2", "--group-size", "2"]
-    code, out, err = await _run("demo", "--epochs", "1", *small, "--store", store, timeout=900)
+    code, out, err = await _run(
+        "demo", "--epochs", "1", *small, "--algorithm", "ppo", "--store", store, timeout=900
+    )
     assert code == 0, err + out
     active = out.rsplit("active is ", 1)[1].split()[0]
     campaign = out.split("campaign demo-", 1)[1].split()[0]
@@ -289,6 +291,8 @@ async def test_the_users_journey_shares_one_store(tmp_path: Path) -> None:
         at = lineage[-1]["parent_id"]
     assert lineage[-1]["created_by"] == "init"
     assert all(m["created_by"].startswith(campaign) for m in lineage[:-1]), lineage
+    updates = [m for m in doc["checkpoints"].values() if m["created_by"].startswith(campaign)]
+    assert updates and all(m["algorithm"] == "ppo" for m in updates), updates  # --algorithm
     code, out, err = await _run("checkpoints", "--store", store, "--nats-url", url)
     assert code == 0 and f"active          {active}" in out and "[active]" in out, err
     code, out, err = await _run("campaign", "status", "--store", store, "--nats-url", url)

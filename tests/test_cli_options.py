@@ -175,6 +175,8 @@ def test_student_errors_are_one_line_before_anything_starts(
         check_student(parse("train", "--student", "hf"))
     with pytest.raises(CliError, match="is for --student hf"):
         check_student(parse("train", "--model-path", str(tmp_path)))
+    with pytest.raises(CliError, match="is for --student hf"):
+        check_student(parse("train", "--student", "minilm", "--model-path", str(tmp_path)))
     with pytest.raises(CliError, match="no such directory"):
         check_student(parse("train", "--student", "hf", "--model-path", str(tmp_path / "no")))
     import aios_rl.cli._training as training
@@ -182,6 +184,13 @@ def test_student_errors_are_one_line_before_anything_starts(
     monkeypatch.setattr(training.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(CliError, match=r"--student minilm: its backend \(aios_rl.student.minilm\)"):
         check_student(parse("demo", "--student", "minilm"))
+
+
+def test_student_minilm_goes_where_tiny_and_hf_go() -> None:
+    args = parse("demo", "--student", "minilm")
+    flags = embedded_options(args)["service_args"]["trainer"]  # type: ignore[index]
+    assert flags == ["--backend", "minilm"]
+    assert load_settings(TrainerServiceSettings, flags).backend == "minilm"
 
 
 async def test_student_minilm_without_its_backend_is_one_line() -> None:

@@ -294,8 +294,8 @@ def training_args(
         choices=STUDENTS,
         default=None,
         help="the student a new store starts from: tiny (hashed n-grams), hf (a local Hugging "
-        "Face causal LM, --model-path) or minilm (a pretrained MiniLM encoder) (default: the "
-        "store's active student; tiny for a new store)",
+        "Face causal LM, --model-path) or minilm (the frozen all-MiniLM-L6-v2 encoder under a "
+        "trained head) (default: the store's active student; tiny for a new store)",
     )
     p.add_argument(
         "--model-path",

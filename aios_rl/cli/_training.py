@@ -52,27 +52,36 @@ class ServiceFlag:
 
 def check_student(args: argparse.Namespace) -> None:
     """Raise ``CliError`` for a ``--student`` / ``--model-path`` combination that cannot run:
-    ``hf`` without a model directory, a model path for ``tiny`` or without ``--student``, a
-    backend whose module is not installed."""
+    ``hf`` without a model directory, a model path for another student, a backend whose module
+    is not installed, ``minilm`` without its encoder."""
     student = getattr(args, "student", None)
     model_path = getattr(args, "model_path", None)
     if model_path is not None:
-        if student in (None, "tiny"):
-            raise CliError("--model-path is for --student hf (or minilm)")
+        if student != "hf":
+            raise CliError("--model-path is for --student hf")
         if not Path(model_path).is_dir():
             raise CliError(f"--model-path {model_path}: no such directory")
     if student == "hf" and model_path is None:
         raise CliError("--student hf needs --model-path DIR, a local Hugging Face model directory")
-    if student is not None and student != "tiny":
-        module = f"aios_rl.student.{student}"
+    if student is None or student == "tiny":
+        return
+    module = f"aios_rl.student.{student}"
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:
+        found = False
+    if not found:
+        raise CliError(
+            f"--student {student}: its backend ({module}) is not installed in this checkout"
+        )
+    if student == "minilm":  # the encoder comes from a wheel: say so now, not when a service dies
+        from ..student import StudentError
+        from ..student.minilm import encoder_source
+
         try:
-            found = importlib.util.find_spec(module) is not None
-        except ImportError:
-            found = False
-        if not found:
-            raise CliError(
-                f"--student {student}: its backend ({module}) is not installed in this checkout"
-            )
+            encoder_source()
+        except StudentError as exc:
+            raise CliError(f"--student minilm: {exc}") from exc
 
 
 def service_flags(args: argparse.Namespace) -> list[ServiceFlag]:
