@@ -404,11 +404,11 @@ def nats_server(prefix: str) -> Iterator[NatsServer]:
 
 @contextlib.asynccontextmanager
 async def stack_with_checkpoint(
-    server: NatsServer, client_name: str, reason: str
+    server: NatsServer, client_name: str, reason: str, backend: str = "tiny"
 ) -> AsyncIterator[tuple[Bus, bytes, str]]:
     """A connection to ``server`` under a fresh namespace with the stack's topology provisioned,
-    and one tiny student checkpoint (seed 0) stored through the registry and made ``active``.
-    Yields the bus, the checkpoint's weights and its id."""
+    and one student checkpoint of ``backend`` (seed 0) stored through the registry and made
+    ``active``. Yields the bus, the checkpoint's weights and its id."""
     from aios_rl.state.checkpoints import CheckpointRegistry
     from aios_rl.student import new_student
 
@@ -416,8 +416,10 @@ async def stack_with_checkpoint(
     async with connect(server.url, name=client_name, names=names) as bus:
         await provision(bus)
         registry = CheckpointRegistry(bus)
-        weights = new_student(seed=0).to_bytes()
-        meta = await registry.store(weights, parent_id=None, created_by="bench", algorithm="init")
+        weights = new_student(backend, seed=0).to_bytes()
+        meta = await registry.store(
+            weights, parent_id=None, created_by="bench", algorithm="init", backend=backend
+        )
         await registry.init(meta.checkpoint_id, reason=reason)
         yield bus, weights, meta.checkpoint_id
 

