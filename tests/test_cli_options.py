@@ -193,16 +193,6 @@ def test_student_minilm_goes_where_tiny_and_hf_go() -> None:
     assert load_settings(TrainerServiceSettings, flags).backend == "minilm"
 
 
-async def test_student_minilm_without_its_backend_is_one_line() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("aios_rl.student.minilm") is not None:
-        pytest.skip("the minilm backend is installed here")
-    code, _out, err = await aios("train", "--student", "minilm", "--nats-url", "nats://127.0.0.1:1")
-    assert code == 1 and err.count("\n") == 1, err
-    assert "--student minilm: its backend" in err and "Traceback" not in err
-
-
 @pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="transformers is not installed")
 async def test_student_hf_makes_the_stack_serve_the_model_directory(
     bus: Bus,

@@ -5,8 +5,11 @@ One module per command group: each adds its subparser (``add(subparsers)``) and 
 function that runs it (``set_defaults(run=...)``), which returns the exit code.
 
 Every command that needs a bus takes ``--nats-url`` (default ``$NATS_URL``, else
-``nats://127.0.0.1:4222``) and ``--namespace`` (default ``$AIOS_NAMESPACE``). A bad argument or an
-unreachable server gives a one-line message and a non-zero exit, never a traceback.
+``nats://127.0.0.1:4222``) and ``--namespace`` (default ``$AIOS_NAMESPACE``). The commands that
+train, evaluate or read the user's work also take ``--store`` (default ``$AIOS_STORE``, else
+``.aios/stack``): with no server at the URL they run on that one store (``stack.embedded``). A
+bad argument or an unreachable server gives a one-line message and a non-zero exit, never a
+traceback.
 """
 
 from __future__ import annotations

@@ -348,12 +348,12 @@ def read_state(args: argparse.Namespace, name: str, *, serve: bool = True):  # t
 
 
 def make_console(args: argparse.Namespace | None = None) -> Console:
-    """A console as wide as the terminal, or 120 columns when output is not one (logs, pipes):
-    the summary tables stay readable. With ``--json`` it writes to stderr (stdout is for the
-    JSON)."""
-    if args is not None and getattr(args, "json", False):
-        return Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=120)
-    return Console() if sys.stdout.isatty() else Console(width=120)
+    """A console as wide as the terminal (or ``$COLUMNS``), else 120 columns when output is not
+    a terminal (logs, pipes): the summary tables stay readable. With ``--json`` it writes to
+    stderr (stdout is for the JSON)."""
+    stderr = args is not None and bool(getattr(args, "json", False))
+    sized = (sys.stderr if stderr else sys.stdout).isatty() or os.environ.get("COLUMNS")
+    return Console(stderr=stderr) if sized else Console(stderr=stderr, width=120)
 
 
 def run_until_interrupt(coro: Coroutine[Any, Any, int]) -> int:
