@@ -40,17 +40,17 @@ from ._training import (
 
 __all__ = ["add", "campaign_rows", "service_settings", "settings_class"]
 
-CAMPAIGN_OPTIONS = {
-    "algorithm": "trainer.algorithm",
-    "learning_rate": "trainer.learning_rate",
-    "group_size": "group_size",
-    "tasks_per_epoch": "tasks_per_epoch",
-    "epochs": "epochs",
-    "split": "split",
-    "strategy": "rollout_strategy",
-    "seed": "seed",
+CAMPAIGN_OPTIONS: dict[str, tuple[str, ...]] = {
+    "algorithm": ("trainer", "algorithm"),
+    "learning_rate": ("trainer", "learning_rate"),
+    "group_size": ("group_size",),
+    "tasks_per_epoch": ("tasks_per_epoch",),
+    "epochs": ("epochs",),
+    "split": ("split",),
+    "strategy": ("rollout_strategy",),
+    "seed": ("seed",),
 }
-"""``aios-rl`` option -> the campaign spec field it sets."""
+"""``aios-rl`` option -> the campaign spec field it sets (a path into the spec)."""
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -131,12 +131,13 @@ def campaign_rows(args: argparse.Namespace, parser_defaults: Mapping[str, Any]) 
     """(field, value, source) of the campaign spec fields the training options set."""
     spec = msgspec.to_builtins(campaign_spec(args, "config", {"shell": 1.0}))
     rows = []
-    for option, field in CAMPAIGN_OPTIONS.items():
+    for option, path in CAMPAIGN_OPTIONS.items():
         value: Any = spec
-        for part in field.split("."):
+        for part in path:
             value = value[part]
         given = getattr(args, option) != parser_defaults.get(option)
-        rows.append((field, value, f"flag --{option.replace('_', '-')}" if given else "default"))
+        source = f"flag --{option.replace('_', '-')}" if given else "default"
+        rows.append((".".join(path), value, source))
     return rows
 
 
