@@ -245,19 +245,35 @@ async def test_student_hf_makes_the_stack_serve_the_model_directory(
 # -- --teacher ------------------------------------------------------------------------------------------
 
 
-async def test_teacher_sets_the_gateways_backend(bus: Bus) -> None:
+async def test_teacher_sets_the_gateways_backend(bus: Bus, nats_url: str, names: Names) -> None:
+    """A gateway started with the flag the CLI gives it seeds its control key with that backend;
+    ``--teacher`` on a store whose key exists rewrites it, and the running gateway follows."""
+    from services.teacher_gateway.main import build as build_gateway
+    from services.teacher_gateway.settings import GatewayServiceSettings
+
     key = Names.key_control("gateway", "default")
     store = ControlStore(bus)
-    await store.load_or_init(key, lambda: GatewaySettings(timeout_s=12.0))
-    await apply_teacher(bus, parse("train", "--teacher", "claude").teacher)
+    flags = embedded_options(parse("train", "--teacher", "codex"))["service_args"]
+    base = ["--nats-url", nats_url, "--namespace", names.namespace]
+    settings = load_settings(GatewayServiceSettings, [*base, *flags["teacher-gateway"]])  # type: ignore[index]
+    svc, gateway = build_gateway(bus, settings)
+
+    async def backend(name: str) -> bool | None:
+        return True if gateway.config.backend == name else None
+
+    async with running(svc):
+        await eventually(lambda: backend("codex"), within=10, what="the flag's backend")
+        await apply_teacher(bus, parse("train", "--teacher", "claude").teacher)
+        await eventually(lambda: backend("claude"), within=10, what="the gateway following")
     snap, _ = await store.load(key)
-    assert snap is not None and snap.state == GatewaySettings(backend="claude", timeout_s=12.0)
+    assert snap is not None and snap.state == GatewaySettings(backend="claude")
     await apply_teacher(bus, parse("train").teacher)  # no option: the store's setting stays
     assert (await store.load(key))[0].state.backend == "claude"  # type: ignore[union-attr]
     args = parse("train", "--teacher", "none")
     assert teacher_needs(args) == set() and embedded_options(args)["scale"] == {}
     assert teacher_needs(parse("train", "--teacher", "oracle")) == {"teacher-oracle"}
     assert embedded_options(parse("train", "--teacher", "oracle"))["scale"] == {}  # runs anyway
+    assert embedded_options(parse("train", "--teacher", "claude"))["scale"] == {"teacher-claude": 1}
 
 
 # -- --split real ---------------------------------------------------------------------------------------
