@@ -48,7 +48,7 @@ __all__ = [
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 
-DEFAULT_CREDENTIALS = Path(".aios") / "auth" / "admin.json"
+DEFAULT_CREDENTIALS = Path(".aios") / "stack" / "auth" / "admin.json"
 """The admin credentials ``aios-rl up`` keeps with its default ``--data-dir``."""
 
 

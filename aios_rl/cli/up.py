@@ -40,9 +40,9 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "--data-dir",
         "--store",
         dest="data_dir",
-        default=".aios",
-        help="where the embedded NATS keeps JetStream data and NATS users (default .aios; "
-        "--store .aios/stack serves the store the other commands keep your work in)",
+        default=os.environ.get("AIOS_STORE", ".aios/stack"),
+        help="the store: where the embedded NATS keeps JetStream data and NATS users, the one "
+        "every other command keeps your work in (env AIOS_STORE; default .aios/stack)",
     )
     up.add_argument(
         "--nats-port",
