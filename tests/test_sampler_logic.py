@@ -49,6 +49,37 @@ async def test_zero_wait_runs_each_request_alone_when_sequential() -> None:
     assert sizes == [1, 1, 1]
 
 
+async def test_a_lone_client_is_answered_without_waiting_for_the_window() -> None:
+    async def run(key: str, items: list[int]) -> list[int]:
+        return items
+
+    # A window far longer than the deadline below: a lone request must not sit in it.
+    b: Batcher[int, int] = Batcher(run, max_batch=16, max_wait_s=30.0)
+    for i in range(5):
+        assert await asyncio.wait_for(b.submit("k", i), 2.0) == i
+    assert b.waits == 0 and b.batches == 5
+
+
+async def test_concurrent_clients_turn_waiting_on_and_fill_batches() -> None:
+    sizes: list[int] = []
+
+    async def run(key: str, items: list[int]) -> list[int]:
+        sizes.append(len(items))
+        await asyncio.sleep(0)  # yield, as a model call in a thread would
+        return items
+
+    b: Batcher[int, int] = Batcher(run, max_batch=16, max_wait_s=0.01)
+
+    async def client(c: int) -> None:
+        for i in range(10):
+            assert await b.submit("k", c * 100 + i) == c * 100 + i
+
+    await asyncio.wait_for(asyncio.gather(*(client(c) for c in range(8))), 10.0)
+    assert sum(sizes) == 80 and b.recent_size > 4
+    assert b.waits > 0  # concurrency seen: batches wait for the others to join
+    assert sum(sizes) / len(sizes) > 4
+
+
 async def test_a_failing_batch_fails_only_its_bad_caller_and_the_batcher_goes_on() -> None:
     async def run(key: str, items: list[int]) -> list[int]:
         if 3 in items:

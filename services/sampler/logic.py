@@ -43,6 +43,12 @@ def check_request(
         )
 
 
+JOIN_THRESHOLD = 1.5
+"""Wait for a batch to fill only while recent batches averaged more than this many requests."""
+SIZE_DECAY = 0.8
+"""Weight of the past in the moving average of batch sizes."""
+
+
 @dataclass
 class _Pending(Generic[In, Out]):
     item: In
@@ -51,8 +57,14 @@ class _Pending(Generic[In, Out]):
 
 @dataclass
 class Batcher(Generic[In, Out]):
-    """Collects concurrent requests for one key into batches of at most ``max_batch``, waiting
-    at most ``max_wait_s`` after the first, then runs ``run_batch`` once for the whole batch.
+    """Collects concurrent requests for one key into batches of at most ``max_batch``, then runs
+    ``run_batch`` once for the whole batch.
+
+    Waiting pays only under concurrency: the batcher keeps a moving average of its batches'
+    sizes, and waits up to ``max_wait_s`` after the first request for others to join only while
+    that average says requests do arrive together (above ``JOIN_THRESHOLD``). A lone client (its
+    next request comes only after its answer) is served at once, never after a window that nobody
+    else joins; requests that queued while a batch ran always go together in the next one.
 
     ``run_batch`` gets the items and returns one result per item, or raises. When a batch of
     several raises, each of its items is run again alone (``fallbacks`` counts such batches), so
@@ -65,6 +77,10 @@ class Batcher(Generic[In, Out]):
     batches: int = 0
     items: int = 0
     fallbacks: int = 0
+    waits: int = 0
+    """Batches that waited for others to join."""
+    recent_size: float = 1.0
+    """Moving average of batch sizes (weight ``1 - SIZE_DECAY`` on the newest)."""
     _queues: dict[str, list[_Pending[In, Out]]] = field(default_factory=dict)
     _wakeups: dict[str, asyncio.Event] = field(default_factory=dict)
     _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
@@ -84,7 +100,12 @@ class Batcher(Generic[In, Out]):
         queue = self._queues[key]
         wake = self._wakeups[key]
         while queue:
-            if len(queue) < self.max_batch and self.max_wait_s > 0:
+            if (
+                len(queue) < self.max_batch
+                and self.max_wait_s > 0
+                and self.recent_size > JOIN_THRESHOLD
+            ):
+                self.waits += 1
                 # Give concurrent requests a moment to join this batch.
                 deadline = asyncio.get_running_loop().time() + self.max_wait_s
                 while len(queue) < self.max_batch:
@@ -101,6 +122,7 @@ class Batcher(Generic[In, Out]):
             del queue[: self.max_batch]
             self.batches += 1
             self.items += len(batch)
+            self.recent_size = SIZE_DECAY * self.recent_size + (1 - SIZE_DECAY) * len(batch)
             if len(batch) > 1:
                 try:
                     results = await self._run(key, batch)
