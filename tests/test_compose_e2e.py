@@ -9,9 +9,12 @@ stack's NATS users into a temporary folder (``aios-rl auth compose``'s code, pas
 ``AIOS_COMPOSE_AUTH``), starts the stack as a compose project of its own with two shell runners
 (the one-shot ``provision`` container creates the topology as the admin first), connects from the
 host as the admin, checks that a service's container holds its own password only and that a
-service's user may not manage streams, waits until every service answers discovery, stores orchestrator and shell tasks, runs a one-epoch campaign over both
-environments and checks that every scheduled episode came out compared, shell ones included (so
-the sandbox ran inside the shell-runner containers), then removes the project with its volume.
+service's user may not manage streams, waits until every service answers discovery, stores
+orchestrator, shell and browser tasks (one site flow, one MiniWoB++ task), runs a one-epoch
+campaign over the three environments and checks that every scheduled episode came out compared,
+shell ones included (so the sandbox ran inside the shell-runner containers) and browser ones
+included and not blocked (so Chromium ran in the browser-runner container against the sites
+container), then removes the project with its volume.
 
 ``docker compose`` (v2) is used when present, else ``docker-compose`` (v1). The image's base is
 ``AIOS_BASE_IMAGE`` when set, else ``aios-base:bookworm`` when that image exists (made by
@@ -33,6 +36,7 @@ import pytest
 
 from aios_rl.bus import Bus, BusError, connect, discover
 from aios_rl.cli.auth import write_compose
+from aios_rl.envs.browser.generate import generate as generate_browser
 from aios_rl.envs.orchestrator import generate as generate_orchestrator
 from aios_rl.envs.registry import task_store
 from aios_rl.envs.shell.generate import generate as generate_shell
@@ -224,6 +228,9 @@ async def _campaign(p: Project) -> None:
             generate_shell, 4, 0, "train", cache=RunCache(default_cache_dir())
         )
         await ShellTaskStore(bus).put_all(shell)
+        browser = generate_browser(2, 0, "train")  # one site flow, one MiniWoB++ task
+        assert {t.kind for t in browser} == {"site", "miniwob"}, browser
+        await task_store(bus, "browser").put_all(browser)
 
         compared: list[Episode] = []
 
@@ -234,8 +241,8 @@ async def _campaign(p: Project) -> None:
         await bus.subscribe(bus.names.episode("compared", "*"), on_compared)
         spec = CampaignSpec(
             campaign_id=CAMPAIGN,
-            environments={"orchestrator": 0.5, "shell": 0.5},
-            tasks_per_epoch=4,
+            environments={"orchestrator": 1.0, "shell": 1.0, "browser": 1.0},
+            tasks_per_epoch=6,  # two tasks of each: both browser tasks run
             group_size=2,
             epochs=1,
             episode_deadline_s=180,
@@ -266,7 +273,11 @@ async def _campaign(p: Project) -> None:
         # Reference episodes pass comparison with comparison=None; every rollout gets a result.
         rollouts = [ep for ep in compared if ep.role == "rollout"]
         envs = {str(ep.environment) for ep in rollouts}
-        assert {"orchestrator", "shell"} <= envs, f"compared rollouts by environment: {envs}"
+        assert {"orchestrator", "shell", "browser"} <= envs, f"compared rollouts by env: {envs}"
+        web = [ep for ep in rollouts if ep.environment == "browser"]
+        blocked = {ep.episode_id: ep.info.get("error", "") for ep in web if ep.outcome == "blocked"}
+        assert not blocked, f"browser rollouts that could not run: {blocked}"
+        assert {ep.task_id for ep in web} == {t.task_id for t in browser}, web
         unmeasured = [ep.episode_id for ep in rollouts if ep.comparison is None]
         assert not unmeasured, f"rollouts without a comparison result: {unmeasured}"
 
