@@ -38,6 +38,8 @@ fi
 apt_packages=()
 command -v bwrap >/dev/null || apt_packages+=(bubblewrap)
 [ -x /usr/bin/chromium ] || apt_packages+=(chromium)
+# Playwright's driver (node) needs libatomic, which a minimal Debian lacks.
+ldconfig -p 2>/dev/null | grep -q 'libatomic\.so\.1' || apt_packages+=(libatomic1)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   echo "setup: installing Debian ${apt_packages[*]}"
   apt-get update -qq
