@@ -77,7 +77,7 @@ from .rail import (
     RailTrace,
 )
 from .replay import ReplayBatch, ReplaySampleRequest
-from .rollout import ActRequest, ActResponse, RolloutJob
+from .rollout import JOB_MAX_STEPS, ActRequest, ActResponse, RolloutJob, job_max_steps
 from .subjects import SCHEMA_HEADER, Names, Topology, topology
 from .tasks import (
     CandidateEdit,
@@ -164,6 +164,7 @@ __all__ = [
     "CONTEXT_DIM",
     "CONTEXT_LAYOUT",
     "ENVIRONMENTS",
+    "JOB_MAX_STEPS",
     "LANES",
     "MAX_DEPTH",
     "MAX_PAYLOAD_BYTES",
@@ -267,6 +268,7 @@ __all__ = [
     "decode",
     "decode_any",
     "encode",
+    "job_max_steps",
     "register",
     "registered",
     "schema_of",

@@ -6,7 +6,17 @@ from ._base import Message
 from .episode import BranchInfo, DecodingRegime
 from .vocab import Environment, EpisodeRole
 
-__all__ = ["ActRequest", "ActResponse", "RolloutJob"]
+__all__ = ["JOB_MAX_STEPS", "ActRequest", "ActResponse", "RolloutJob", "job_max_steps"]
+
+JOB_MAX_STEPS: dict[str, int] = {"browser": 32}
+"""The step budget of a job per built-in environment when it is not the default (16): a browser
+flow that logs in, buys and fills a delivery form takes 20 to 22 actions. Runners cap it by
+their own ``max_steps``, environments by the task's."""
+
+
+def job_max_steps(environment: str) -> int:
+    """The step budget a job of ``environment`` asks for."""
+    return JOB_MAX_STEPS.get(environment, 16)
 
 
 class RolloutJob(Message, frozen=True, kw_only=True):

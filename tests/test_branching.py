@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import msgspec
 import pytest
 
 from aios_rl.rollouts import (
@@ -28,6 +29,7 @@ from contracts import (
     RolloutAccount,
     RolloutSummary,
     TrajectoryStep,
+    job_max_steps,
 )
 from services.campaign.logic import (
     add_arrival,
@@ -225,6 +227,10 @@ def test_a_continuation_job_replays_its_parents_prefix_in_its_parents_environmen
     )
     base = plan_jobs(s, state, deadline=5.0)
     assert len(base) == 2 * (2 + 1)  # two tasks: two base rollouts and one reference run each
+    assert {j.max_steps for j in base} == {16}
+    # a browser job gets the browser's budget: a combined flow takes 20 to 22 actions
+    web = plan_jobs(s, msgspec.structs.replace(state, tasks=["browser/w0"]), deadline=5.0)
+    assert {j.max_steps for j in web} == {job_max_steps("browser")} == {32}
     parent = summary("c-e0-t0-r1", [1.0, 1.0, 1.0], seed=base[1].seed)
     order = BranchOrder(
         round=1,

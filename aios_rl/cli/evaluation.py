@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contracts import DecodingRegime, Episode, RolloutJob
+from contracts import DecodingRegime, Episode, RolloutJob, job_max_steps
 
 from ..bus import Bus
 
@@ -152,6 +152,7 @@ async def run_eval(
                 regime=regime,
                 split=split,
                 deadline=deadline,
+                max_steps=job_max_steps(environment),
             )
             await bus.publish_durable(bus.names.rollout_job(environment), job, msg_id=episode_id)
         try:

@@ -30,6 +30,7 @@ from contracts import (
     RolloutJob,
     RolloutSummary,
     Verdict,
+    job_max_steps,
 )
 
 __all__ = [
@@ -218,6 +219,7 @@ def plan_jobs(
                 split=spec.split,
                 reference_checkpoint=state.reference if rollout else "",
                 want_hidden=rollout and spec.rollout_strategy in RAIL,
+                max_steps=job_max_steps(env),
                 **extra,  # type: ignore[arg-type]
             )
         )

@@ -63,7 +63,9 @@ class BrowserRunnerSettings(RunnerSettings):
     env: str = "browser"
     concurrency: int = 2
     """Episodes (browser contexts) at once in one replica."""
-    max_steps: int = 16
+    max_steps: int = 32
+    """Most actions an episode may take (the task's own limit caps it further: a combined flow
+    needs 20 to 22, a MiniWoB++ task at most 10)."""
     chromium: str = "/usr/bin/chromium"
     """The Chromium Playwright drives (``playwright install`` is never needed)."""
     headless: bool = True
