@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import math
+import time
 import zipfile
 
 import pytest
@@ -25,7 +26,14 @@ from aios_rl.student.minilm import (
 )
 from aios_rl.student.toytask import ToyTask
 from aios_rl.student.train import UpdateConfig, build_batch, update
-from contracts import ActRequest, ActResponse, Names
+from contracts import (
+    ActRequest,
+    ActResponse,
+    Names,
+    TrainerSettings,
+    TrainerUpdate,
+    TrainerUpdateResult,
+)
 from services.sampler.main import build
 from services.sampler.settings import SamplerSettings
 from services.trainer.settings import TrainerServiceSettings
@@ -313,3 +321,55 @@ async def test_the_sampler_serves_minilm_checkpoints_batched_and_hot_reloads(
     assert after.checkpoint_id == b.checkpoint_id
     own = second.act([Decision(reqs[0].observation, CANDIDATES, seed=0)], Regime())[0]
     assert after.logprob == pytest.approx(own.logprob, abs=1e-5)
+
+
+@pytest.mark.slow
+async def test_trainer_and_sampler_processes_train_and_serve_minilm(
+    bus: Bus, nats_url: str, names: Names
+) -> None:
+    """The trainer service (``AIOS_BACKEND=minilm``) stores a minilm initial checkpoint in the
+    Object Store, updates it from episodes the sampler service acted on, and the sampler serves
+    the new head without a restart; both processes find the encoder themselves."""
+    from tests.test_policy_services import _act, _rollouts, _start, _until_serving
+
+    procs = [
+        await _start("services.trainer", nats_url, names, AIOS_BACKEND="minilm"),
+        await _start("services.sampler", nats_url, names),
+    ]
+    try:
+        first = await _until_serving(bus, 150)
+        registry = CheckpointRegistry(bus)
+        initial = await registry.meta(first.checkpoint_id)
+        assert initial.backend == "minilm" and initial.size_bytes < 1_000_000
+        since = time.time() - 1
+        await _rollouts(bus, "mini", groups=8, size=4)
+        probe = ActRequest(
+            episode_id="fixed",
+            step=1,
+            observation="the light shows red",
+            candidates=["press alpha", "press bravo", "press charlie", "press delta"],
+        )
+        before = await _act(bus, probe)
+        result = await bus.request(
+            names.trainer_update(),
+            TrainerUpdate(
+                update_id="u1",
+                campaign_id="mini",
+                epoch=0,
+                since=since,
+                settings=TrainerSettings(learning_rate=1e-2, update_epochs=4, seed=1),
+            ),
+            TrainerUpdateResult,
+            timeout=150,
+        )
+        assert result.parent_id == initial.checkpoint_id and result.samples > 0
+        assert (await registry.meta(result.checkpoint_id)).backend == "minilm"
+        async with asyncio.timeout(30):
+            while (now := await _act(bus, probe)).checkpoint_id != result.checkpoint_id:
+                pass  # each request is a real round trip; the watch delivers the move
+        assert now.logprob != before.logprob
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            assert await asyncio.wait_for(p.wait(), 30) == 0
