@@ -308,6 +308,14 @@ def report_checks(
         f"- machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB RAM, "
         f"{machine['os']}",
         f"- settings: {', '.join(f'{k}={v}' for k, v in settings.items())}",
+        *(
+            [
+                f"- load average (1/5/15 min): at the start {machine['load_avg']}, at the end "
+                f"{machine.get('load_avg_end')}"
+            ]
+            if machine.get("load_avg")
+            else []
+        ),
         f"- whole run: {elapsed_s:.1f} s",
         f"- verdict: {verdict if ok else 'TARGETS MISSED'}",
         "",
@@ -426,10 +434,16 @@ async def stack_with_checkpoint(
 
 @contextlib.asynccontextmanager
 async def start_service(
-    module: str, env: dict[str, str], ready_events: set[str], log_path: Path, timeout: float = 60.0
+    module: str,
+    env: dict[str, str],
+    ready_events: set[str],
+    log_path: Path,
+    timeout: float = 60.0,
+    on_line: Callable[[dict[str, Any]], None] | None = None,
 ) -> AsyncIterator[asyncio.subprocess.Process]:
     """``python -m <module>`` with ``env``, yielded once it has logged every event of
-    ``ready_events`` (its JSON log lines go to ``log_path``); SIGTERM and wait at exit.
+    ``ready_events`` (its JSON log lines go to ``log_path``, and each decoded line to
+    ``on_line`` as it arrives, if given); SIGTERM and wait at exit.
 
     Raises ``RuntimeError`` when it exits or stays silent before it is ready, or exits non-zero."""
     proc = await asyncio.create_subprocess_exec(
@@ -450,7 +464,10 @@ async def start_service(
             async for line in proc.stderr:
                 log.write(line)
                 with contextlib.suppress(ValueError, AttributeError):
-                    pending.discard(json.loads(line).get("event"))
+                    record = json.loads(line)
+                    pending.discard(record.get("event"))
+                    if on_line is not None:
+                        on_line(record)
                 if not pending:
                     ready.set()
 
