@@ -662,3 +662,19 @@ async def test_concurrent_advances_from_several_processes_are_all_applied_in_one
     for r in reports:  # each process's advances landed in the order it made them
         assert [cid for cid in actives if cid in set(r["applied"])] == r["applied"]
     assert await stream_count(bus, names.checkpoint_event("advanced")) == len(applied)
+
+
+async def test_the_cli_resolves_a_checkpoint_by_a_unique_prefix(bus: Bus) -> None:
+    from aios_rl.cli.shell import resolve
+    from aios_rl.stack.embedded import StackError
+
+    registry = CheckpointRegistry(bus)
+    a = await registry.store(b"weights a", parent_id=None, created_by="a", algorithm="init")
+    b = await registry.store(b"weights b", parent_id=None, created_by="b", algorithm="init")
+    assert await resolve(bus, a.checkpoint_id) == a.checkpoint_id
+    assert await resolve(bus, a.checkpoint_id[:12]) == a.checkpoint_id  # as the tables print it
+    assert await resolve(bus, b.checkpoint_id[:8]) == b.checkpoint_id
+    with pytest.raises(StackError, match="no checkpoint"):
+        await resolve(bus, "zzzzzzzz")
+    with pytest.raises(StackError, match="no checkpoint"):
+        await resolve(bus, a.checkpoint_id[:3])  # too short to name one

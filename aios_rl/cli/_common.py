@@ -362,3 +362,25 @@ def run_until_interrupt(coro: Coroutine[Any, Any, int]) -> int:
         return asyncio.run(coro)
     except KeyboardInterrupt:
         return 130
+
+
+def eval_args(
+    p: argparse.ArgumentParser, *, limit: int, splits: tuple[str, ...] = ("heldout", "train")
+) -> None:
+    """The arguments of an ``eval`` command: ``--checkpoint``, ``--split``, ``--limit``,
+    ``--seed``, ``--json``, the store and the bus."""
+    p.add_argument(
+        "--checkpoint",
+        default="active",
+        metavar="ID|POINTER",
+        help="checkpoint id, or active / last_stable / pre_update_ref (default active)",
+    )
+    p.add_argument(
+        "--split", choices=splits, default="heldout", help="which tasks (default heldout)"
+    )
+    p.add_argument("--limit", type=positive, default=limit, help=f"tasks to run (default {limit})")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    json_arg(p)
+    store_arg(p)
+    insecure_arg(p)
+    bus_args(p)

@@ -9,8 +9,14 @@ import asyncio
 from contracts import Names
 
 from ..bus import connect
-from ._common import bus_args, insecure_arg, json_arg, positive, store_arg, training_args, url
-from .shell import POINTERS, _on_a_stack, run_shell_eval, run_shell_train
+from ._common import (
+    bus_args,
+    eval_args,
+    positive,
+    training_args,
+    url,
+)
+from .shell import _on_a_stack, run_shell_eval, run_shell_train
 
 __all__ = ["add"]
 
@@ -44,19 +50,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     ev = sub.add_parser(
         "eval", help="success rate, partial rate and mean reward of a checkpoint, with intervals"
     )
-    ev.add_argument(
-        "--checkpoint",
-        default="active",
-        metavar="ID|POINTER",
-        help=f"checkpoint id, or {' / '.join(POINTERS)} (default active)",
-    )
-    ev.add_argument("--split", choices=("heldout", "train"), default="heldout", help="which tasks")
-    ev.add_argument("--limit", type=positive, default=24, help="tasks to run (default 24)")
-    ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    json_arg(ev)
-    store_arg(ev)
-    insecure_arg(ev)
-    bus_args(ev)
+    eval_args(ev, limit=24)
     ev.set_defaults(run=_on_a_stack(run_shell_eval), environment="browser")
 
 

@@ -29,6 +29,7 @@ from ..state.ledger import Ledger
 from ._common import (
     CliError,
     bus_args,
+    eval_args,
     insecure_arg,
     json_arg,
     positive,
@@ -180,16 +181,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     train.set_defaults(run=_on_a_stack(run_shell_train), environment="shell")
 
     evaluate_p = subparsers.add_parser("eval", help="the same as `shell eval`")
-    evaluate_p.add_argument("--checkpoint", default="active", metavar="ID|POINTER")
-    evaluate_p.add_argument(
-        "--split", choices=("heldout", "train", "real"), default="heldout", help="which tasks"
-    )
-    evaluate_p.add_argument("--limit", type=positive, default=50, help="tasks (default 50)")
-    evaluate_p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    json_arg(evaluate_p)
-    store_arg(evaluate_p)
-    insecure_arg(evaluate_p)
-    bus_args(evaluate_p)
+    eval_args(evaluate_p, limit=50, splits=("heldout", "train", "real"))
     evaluate_p.set_defaults(run=_on_a_stack(run_shell_eval), environment="shell")
 
 

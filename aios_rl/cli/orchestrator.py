@@ -20,14 +20,12 @@ from ..bus import Bus, connect
 from ._common import (
     CliError,
     bus_args,
-    insecure_arg,
-    json_arg,
+    eval_args,
     positive,
-    store_arg,
     training_args,
     url,
 )
-from .shell import POINTERS, _on_a_stack, run_shell_eval, run_shell_train
+from .shell import _on_a_stack, run_shell_eval, run_shell_train
 
 __all__ = ["add", "baseline_table"]
 
@@ -64,19 +62,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         help="success, mean reward of a checkpoint with intervals, and the baselines' on the "
         "same tasks",
     )
-    ev.add_argument(
-        "--checkpoint",
-        default="active",
-        metavar="ID|POINTER",
-        help=f"checkpoint id, or {' / '.join(POINTERS)} (default active)",
-    )
-    ev.add_argument("--split", choices=("heldout", "train"), default="heldout", help="which tasks")
-    ev.add_argument("--limit", type=positive, default=60, help="tasks to run (default 60)")
-    ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    json_arg(ev)
-    store_arg(ev)
-    insecure_arg(ev)
-    bus_args(ev)
+    eval_args(ev, limit=60)
     ev.set_defaults(run=_on_a_stack(_eval), environment="orchestrator")
 
     imp = sub.add_parser(

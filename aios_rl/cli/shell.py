@@ -37,11 +37,9 @@ from ._common import (
     CliError,
     branching_spec,
     bus_args,
-    insecure_arg,
-    json_arg,
+    eval_args,
     make_console,
     positive,
-    store_arg,
     training_args,
     url,
 )
@@ -106,24 +104,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     ev = shell_sub.add_parser(
         "eval", help="success rate, partial rate and mean reward of a checkpoint, with intervals"
     )
-    ev.add_argument(
-        "--checkpoint",
-        default="active",
-        metavar="ID|POINTER",
-        help="checkpoint id, or active / last_stable / pre_update_ref (default active)",
-    )
-    ev.add_argument(
-        "--split",
-        choices=("heldout", "train", "real"),
-        default="heldout",
-        help="which tasks (default heldout)",
-    )
-    ev.add_argument("--limit", type=positive, default=50, help="tasks to run (default 50)")
-    ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    json_arg(ev)
-    store_arg(ev)
-    insecure_arg(ev)
-    bus_args(ev)
+    eval_args(ev, limit=50, splits=("heldout", "train", "real"))
     ev.set_defaults(run=_on_a_stack(run_shell_eval))
 
 
@@ -225,7 +206,19 @@ async def resolve(bus: Bus, checkpoint: str) -> str:
         return value
     try:
         await registry.meta(checkpoint)
-    except UnknownCheckpointError:
+    except (UnknownCheckpointError, ValueError):
+        # The tables print ids shortened: a unique prefix (at least 6 characters) names one too.
+        matches = (
+            sorted(i for i in (await registry.snapshot()).metas if i.startswith(checkpoint))
+            if len(checkpoint) >= 6
+            else []
+        )
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            raise StackError(
+                f"{checkpoint!r} is the start of {len(matches)} checkpoints: give more of it"
+            ) from None
         raise StackError(f"no checkpoint {checkpoint!r} in the registry") from None
     return checkpoint
 
