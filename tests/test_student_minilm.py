@@ -16,7 +16,7 @@ import torch
 
 from aios_rl.bus import Bus
 from aios_rl.state.checkpoints import CheckpointRegistry
-from aios_rl.student import Decision, Regime, StudentError, load_student, new_student
+from aios_rl.student import Decision, Regime, StudentError, load_student, minilm, new_student
 from aios_rl.student.minilm import (
     ENCODER_PATH_ENV,
     ENCODER_SHA256,
@@ -215,6 +215,16 @@ def test_a_different_encoder_is_refused_and_an_extracted_copy_is_accepted(
     monkeypatch.delenv(ENCODER_PATH_ENV)
     with pytest.raises(StudentError, match="differs"):
         load_student(made_for_it.to_bytes())
+
+    extracted = tmp_path / "extracted"
+    with zipfile.ZipFile(encoder_source()) as z:
+        z.extractall(extracted, members=["config.json", "tokenizer.json", "model.safetensors"])
+    monkeypatch.setenv(ENCODER_PATH_ENV, str(extracted))
+    same = load_student(student.to_bytes())
+    assert same.encoder is not student.encoder and same.encoder.sha256 == ENCODER_SHA256
+    assert torch.allclose(same.forward(d)[0], student.forward(d)[0], atol=1e-5)
+    for key in [k for k in minilm._ENCODERS if k[0].startswith(str(tmp_path))]:
+        del minilm._ENCODERS[key]  # the copies' memory goes back now, not at the session's end
 
 
 # -- training through the trainer's update ------------------------------------------------------------
