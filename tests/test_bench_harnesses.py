@@ -117,3 +117,40 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
             assert 0 < rail["traces"] <= rail["decisions"]
             assert rail["actions_state"] == rail["actions_env"]  # every decision counted once
             assert rail["state"]["live_traces"] == rail["own"]["live"]
+
+
+@pytest.mark.slow
+def test_phase_de_quick_trains_every_student_on_the_same_budget_and_scores_all_three(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "phase_de.md"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "phase_de.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+    )
+    assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    res = json.loads(out.with_suffix(".json").read_text())
+    envs = ("shell", "browser", "orchestrator")
+    budget = res["settings"]["training_episodes_per_student"]
+    assert budget > 0
+    for run in res["runs"].values():
+        assert set(run) == {"untrained", "mixed", *(f"{e}-only" for e in envs)}
+        for name, student in run.items():
+            for env in envs:  # every student on every environment's held-out tasks
+                assert len(student["success"][env]) == len(res["heldout"][env]) > 0
+            if name == "untrained":
+                continue
+            assert sum(student["trained"].values()) == budget  # the same budget for everyone
+            if name == "mixed":
+                assert all(student["trained"][env] > 0 for env in envs)
+            else:
+                assert student["trained"] == {e: budget * (f"{e}-only" == name) for e in envs}
+    assert "Phase D/E answer" in res["notes"][0]
+    for table in ("success", "reward", "transfer", "mixed_minus_specialist"):
+        assert table in res["tables"]

@@ -1,0 +1,834 @@
+"""Phase D/E: for the same number of training episodes, does one student trained on all three
+environments do better on their held-out tasks than students trained on one environment each?
+
+Five students per seed, all from the same initial tiny-student weights of that seed:
+
+``untrained``
+    The initial weights, never updated (the reference every transfer is measured against).
+``mixed``
+    Every epoch draws train tasks of all three environments by the mix (``Settings.mix``: equal
+    thirds, so 2 shell + 2 browser + 2 orchestrator tasks of the 6 an epoch in the full run).
+``shell-only``, ``browser-only``, ``orchestrator-only``
+    Every epoch draws all its train tasks from one environment.
+
+Every trained student runs the same number of epochs, tasks per epoch and episodes per task, so
+the same number of training episodes and updates; only where the episodes come from differs.
+Task draws are seeded per (seed, environment), so the mixed student's shell tasks of an epoch are
+the first of the shell-only student's. The loop is ``bench/learning.py``'s (its actors, the oracle
+teacher's hints via ``taught``, one update per epoch with the trainer service's configuration),
+with one mixed actor that runs a batch's episodes of all environments concurrently: shell episodes
+in the sandbox, browser episodes in real Chromium with the sites service on an embedded
+nats-server, orchestrator episodes through their adapter.
+
+Evaluation: every student, trained or not, plays one near-greedy episode (temperature 0.1,
+seeded by position) of every held-out task of all three environments: the same tasks and seeds
+for every student, so every comparison is paired over (seed, task). Reported: held-out success
+per environment (Wilson 95 %) and the mean of the three (bootstrap 95 %, resampled within each
+environment), mean reward per environment; transfer (each trained student - untrained, per
+environment: does shell training move browser held-out, and the reverse) and the mixed student -
+each specialist, as paired differences with bootstrap 95 % intervals. Results:
+``bench/results/phase_de.md`` / ``.json`` / ``.png``.
+
+Run from the repo root:
+
+    .venv/bin/python bench/phase_de.py           # ~35 min; results in bench/results/phase_de.md
+    .venv/bin/python bench/phase_de.py --quick   # ~40 s smoke run (one seed, one epoch)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import _common
+import torch
+from learning import Actor, HostActor, Job, Rollouts, Task, paired_difference, running, taught
+from learning import score as score_tasks
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from rich.console import Console
+from rich.table import Table
+
+from aios_rl.bus import connect, provision
+from aios_rl.cli.evaluation import Interval, wilson
+from aios_rl.envs.base import EnvResult
+from aios_rl.envs.browser import generate as browser_split
+from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
+from aios_rl.envs.orchestrator import generate as orchestrator_split
+from aios_rl.envs.orchestrator.adapter import OrchestratorHost
+from aios_rl.envs.runner import RunnerSettings
+from aios_rl.envs.shell.episode import EpisodeResult
+from aios_rl.envs.shell.generate import generate as shell_split
+from aios_rl.envs.shell.sandbox import policy_executor
+from aios_rl.envs.shell.verify import RunCache, default_cache_dir
+from aios_rl.student import load_student, new_student
+from aios_rl.student.base import Decision, Regime, StudentBackend
+from aios_rl.student.train import build_batch, update
+from contracts import (
+    BrowserTask,
+    Episode,
+    Names,
+    OrchestratorTask,
+    ShellTask,
+    TrainerSettings,
+    topology,
+)
+from services.sites.main import build as build_sites
+from services.sites.settings import SitesSettings
+from services.trainer.logic import update_config
+
+ENVS = ("shell", "browser", "orchestrator")
+KINDS: dict[str, type[Task]] = {
+    "shell": ShellTask,
+    "browser": BrowserTask,
+    "orchestrator": OrchestratorTask,
+}
+THIRDS = {"shell": 1 / 3, "browser": 1 / 3, "orchestrator": 1 / 3}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one run does (every trained student runs with the same settings)."""
+
+    seeds: tuple[int, ...]
+    """Initial weights, task draws and update order of each run (one run per student and seed)."""
+    epochs: int
+    """Updates per trained student."""
+    tasks_per_epoch: int
+    """Train tasks drawn an epoch, for every trained student (the mixed one splits them by mix)."""
+    group_size: int
+    """Episodes per drawn task (one GRPO group)."""
+    train_tasks: Mapping[str, int]
+    """Size of each environment's train split."""
+    heldout_tasks: Mapping[str, int]
+    """Size of each environment's held-out split (one scoring episode per task and student)."""
+    learning_rate: float
+    """Adam step size of every update (one value for every student and environment)."""
+    mix: Mapping[str, float] = field(default_factory=lambda: dict(THIRDS))
+    """The mixed student's share of each epoch's tasks per environment."""
+    workers: int = 2
+    """Browser and orchestrator episodes run at once (the environments run concurrently; shell
+    episodes one at a time, see ``SHELL_WORKERS``)."""
+
+    @property
+    def episodes(self) -> int:
+        """Training episodes of every trained student."""
+        return self.epochs * self.tasks_per_epoch * self.group_size
+
+
+FULL = Settings(
+    seeds=(0, 1, 2),
+    epochs=8,
+    tasks_per_epoch=6,
+    group_size=4,
+    train_tasks={"shell": 100, "browser": 40, "orchestrator": 400},
+    heldout_tasks={"shell": 40, "browser": 24, "orchestrator": 96},
+    learning_rate=3e-3,
+)
+"""Sized for ~35 min on 2 shared cores: browser episodes (~1-2 s each in Chromium) are most of the
+cost, in training (the browser-only student and a third of the mixed one's) and in scoring
+(5 students x 24 held-out browser tasks a seed). 192 training episodes per student is fewer than
+bench/learning.py gives one environment (shell 480, browser 120, orchestrator 5120): this measures
+what a small, equal budget does. The learning rate is the shell's and the browser's in
+bench/learning.py (the orchestrator there used 1e-3 over 27x more episodes)."""
+QUICK = Settings(
+    seeds=(0,),
+    epochs=1,
+    tasks_per_epoch=3,
+    group_size=2,
+    train_tasks={"shell": 6, "browser": 4, "orchestrator": 8},
+    heldout_tasks={"shell": 3, "browser": 2, "orchestrator": 6},
+    learning_rate=3e-3,
+)
+
+SHELL_WORKERS = 1
+"""Shell episodes run one at a time: building a ``ShellEpisode`` parses the task's files with
+``ast.parse``, and with two shell worker threads while the event loop ran the other environments,
+one raised ``SystemError: AST constructor recursion depth mismatch`` (CPython 3.11.7; the same
+error is reported from other threaded programs, see cpython issue 106905). One worker keeps every
+parse on one thread."""
+
+STUDENTS: dict[str, Mapping[str, float] | None] = {
+    "untrained": None,
+    "mixed": {},  # Settings.mix
+    "shell-only": {"shell": 1.0},
+    "browser-only": {"browser": 1.0},
+    "orchestrator-only": {"orchestrator": 1.0},
+}
+"""Each student's share of an epoch's train tasks per environment (``None``: never trained)."""
+SPECIALISTS = {
+    "shell": "shell-only",
+    "browser": "browser-only",
+    "orchestrator": "orchestrator-only",
+}
+
+
+def allocate(total: int, shares: Mapping[str, float]) -> dict[str, int]:
+    """``total`` tasks split by ``shares`` (largest remainder; ties in ``ENVS`` order), so the
+    counts always add up to ``total``. Raises ``ValueError`` for shares that are not positive."""
+    if not shares or any(v <= 0 for v in shares.values()):
+        raise ValueError(f"shares must be positive, got {dict(shares)}.")
+    weight = sum(shares.values())
+    exact = {env: total * shares[env] / weight for env in ENVS if env in shares}
+    counts = {env: int(x) for env, x in exact.items()}
+    order = sorted(exact, key=lambda env: (counts[env] - exact[env], ENVS.index(env)))
+    for env in order[: total - sum(counts.values())]:
+        counts[env] += 1
+    return counts
+
+
+class Serialised:
+    """A student whose ``act`` calls are serialised across threads: shell episodes act from the
+    shell actor's worker threads, browser and orchestrator episodes from the event loop."""
+
+    name = "tiny"
+    supports_free_text = False
+
+    def __init__(self, model: StudentBackend) -> None:
+        self.model = model
+        self.lock = threading.Lock()
+
+    def act(self, decisions: list[Decision], regime: Regime, **kw: bool) -> list:
+        with self.lock:
+            return self.model.act(decisions, regime, **kw)
+
+
+class RetryingHostActor(HostActor):
+    """``learning.HostActor`` that runs an episode again (same task, seed and student, so the same
+    decisions) when the environment raises instead of ending it: under load, Chromium can take
+    longer than the 1 s action timeout to load a site's first page, and ``Page.goto`` raises. The
+    stack's runner would record such an episode as blocked; here it is infrastructure, not the
+    policy, so it is retried (``ATTEMPTS`` times at most) and every retry is counted in
+    ``retries``."""
+
+    ATTEMPTS = 3
+
+    def __init__(self, *args: object, retries: list[str], **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.retries = retries
+
+    async def episode(
+        self, task: Task, *, seed: int, temperature: float, group: str
+    ) -> tuple[Episode, EnvResult]:
+        for attempt in range(1, self.ATTEMPTS + 1):
+            try:
+                return await super().episode(task, seed=seed, temperature=temperature, group=group)
+            except Exception as exc:
+                if attempt == self.ATTEMPTS:
+                    raise
+                self.retries.append(f"{task.task_id} seed {seed}: {type(exc).__name__}")
+        raise AssertionError("unreachable")
+
+
+class MixedActor:
+    """``bench/learning.py``'s actors of one student, one per environment: a batch of jobs of any
+    mix is split by environment, the parts run concurrently, the results come back in the jobs'
+    order."""
+
+    def __init__(self, actors: Mapping[str, Rollouts]) -> None:
+        self.actors = actors
+
+    async def rollouts(
+        self, jobs: list[Job], temperature: float
+    ) -> list[tuple[Episode, EpisodeResult | EnvResult]]:
+        parts = {
+            env: [i for i, (t, _, _) in enumerate(jobs) if isinstance(t, KINDS[env])]
+            for env in ENVS
+        }
+        assert sum(map(len, parts.values())) == len(jobs), "a job of no known environment"
+        busy = [env for env in ENVS if parts[env]]
+        done = await asyncio.gather(
+            *(self.actors[env].rollouts([jobs[i] for i in parts[env]], temperature) for env in busy)
+        )
+        out: list = [None] * len(jobs)
+        for env, results in zip(busy, done, strict=True):
+            for i, r in zip(parts[env], results, strict=True):
+                out[i] = r
+        return out
+
+
+@dataclass
+class Splits:
+    """The train and held-out tasks of every environment, and what runs them."""
+
+    train: dict[str, list[Task]]
+    heldout: dict[str, list[Task]]
+    actor_for: Callable[[StudentBackend], tuple[MixedActor, Callable[[], None]]]
+    """A student's mixed actor and what releases it."""
+    retries: list[str]
+    """Browser episodes run again after the environment raised (``RetryingHostActor``)."""
+
+    def heldout_all(self) -> list[Task]:
+        """Every held-out task, environment by environment (``ENVS`` order)."""
+        return [t for env in ENVS for t in self.heldout[env]]
+
+
+async def evaluate(actor: MixedActor, splits: Splits, tag: str) -> dict[str, dict[str, list]]:
+    """Held-out success (1/0) and reward per task, per environment: ``learning.score`` on every
+    held-out task at once (seeded by position in ``heldout_all``, the same for every student)."""
+    tasks = splits.heldout_all()
+    scored = await score_tasks(actor, tasks, tag)
+    n = len(tasks)
+    success, reward = scored[:n], scored[n:]
+    out: dict[str, dict[str, list]] = {"success": {}, "reward": {}}
+    start = 0
+    for env in ENVS:
+        k = len(splits.heldout[env])
+        out["success"][env] = success[start : start + k]
+        out["reward"][env] = reward[start : start + k]
+        start += k
+    return out
+
+
+async def train_student(
+    name: str,
+    shares: Mapping[str, float],
+    seed: int,
+    weights: bytes,
+    s: Settings,
+    splits: Splits,
+    log: Callable[[str], None],
+) -> dict:
+    """One student trained from ``weights`` on ``s.epochs`` epochs of tasks drawn by ``shares``,
+    then scored on every held-out task: its scores, training episodes per environment, rollout
+    success per epoch and seconds spent."""
+    torch.manual_seed(seed)
+    model = load_student(weights)
+    actor, release = splits.actor_for(model)
+    config = update_config(TrainerSettings(learning_rate=s.learning_rate, seed=seed))
+    per_epoch = allocate(s.tasks_per_epoch, shares)
+    draws = {env: random.Random(f"phase_de:{seed}:{env}") for env in per_epoch}
+    by_id = {t.task_id: t for env in per_epoch for t in splits.train[env]}
+    trained = dict.fromkeys(ENVS, 0)
+    curve: list[float] = []
+    started = time.perf_counter()
+    try:
+        for epoch in range(s.epochs):
+            picks = [
+                t
+                for env, k in per_epoch.items()
+                for t in draws[env].sample(splits.train[env], min(k, len(splits.train[env])))
+            ]
+            jobs: list[Job] = [
+                (t, 10_000 * epoch + i * s.group_size + k, f"{name}-s{seed}e{epoch}t{i}")
+                for i, t in enumerate(picks)
+                for k in range(s.group_size)
+            ]
+            results = await actor.rollouts(jobs, 1.0)
+            episodes = [taught(ep, by_id[ep.task_id]) for ep, _ in results]
+            for ep in episodes:
+                trained[ep.environment] += 1
+            rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
+            reference = load_student(model.to_bytes())  # the weights before the update
+            update(model, reference, build_batch(episodes, config=config), config)
+            curve.append(rate)
+            log(f"seed {seed} {name} epoch {epoch}: train rollouts succeeded {rate:.0%}")
+        train_s = time.perf_counter() - started
+        scores = await evaluate(actor, splits, f"{name}-")
+    finally:
+        release()
+    return {
+        **scores,
+        "trained": trained,
+        "train_curve": curve,
+        "train_s": train_s,
+        "eval_s": time.perf_counter() - started - train_s,
+    }
+
+
+@contextlib.asynccontextmanager
+async def environments(s: Settings, log: Callable[[str], None]) -> AsyncIterator[Splits]:
+    """The splits of the three environments and their actors: the shell sandbox, Chromium with
+    the sites service on an embedded nats-server (as ``learning.measure_browser``), the
+    orchestrator's adapter."""
+    executor = policy_executor()
+    cache = RunCache(default_cache_dir())
+    train: dict[str, list[Task]] = {
+        "shell": list(shell_split(s.train_tasks["shell"], 0, "train", cache=cache)),
+        "browser": list(browser_split.generate(s.train_tasks["browser"], 0, "train")),
+        "orchestrator": list(
+            orchestrator_split(s.train_tasks["orchestrator"], seed=0, split="train")
+        ),
+    }
+    heldout: dict[str, list[Task]] = {
+        "shell": list(shell_split(s.heldout_tasks["shell"], 0, "heldout", cache=cache)),
+        "browser": list(browser_split.generate(s.heldout_tasks["browser"], 0, "heldout")),
+        "orchestrator": list(
+            orchestrator_split(s.heldout_tasks["orchestrator"], seed=0, split="heldout")
+        ),
+    }
+    log(
+        "tasks (train / held-out): "
+        + ", ".join(f"{env} {len(train[env])} / {len(heldout[env])}" for env in ENVS)
+    )
+    orchestrator = OrchestratorHost(RunnerSettings(env="orchestrator"))
+    names = Names(f"bench{uuid.uuid4().hex[:10]}")
+    with _common.nats_server("aios-phase-de-") as server:
+        async with connect(server.url, name="bench-phase-de", names=names) as bus:
+            await provision(bus, topology(names))
+            sites, _ = build_sites(bus, SitesSettings(port=0))
+            # A short action timeout: a click under a cookie banner waits for it.
+            browser = BrowserHost(
+                BrowserRunnerSettings(nats_url="", screenshots=False, action_timeout_s=1)
+            )
+            browser.attach(bus)
+            retries: list[str] = []
+
+            def actor_for(model: StudentBackend) -> tuple[MixedActor, Callable[[], None]]:
+                shared = Serialised(model)
+                shell = Actor(shared, executor, SHELL_WORKERS)  # type: ignore[arg-type]
+                actors: dict[str, Rollouts] = {
+                    "shell": shell,
+                    "browser": RetryingHostActor(
+                        shared, browser, s.workers, "browser", BrowserTask, retries=retries
+                    ),
+                    "orchestrator": HostActor(
+                        shared,
+                        orchestrator,
+                        s.workers,
+                        "orchestrator",
+                        OrchestratorTask,  # type: ignore[arg-type]
+                    ),
+                }
+                return MixedActor(actors), lambda: shell.pool.shutdown(wait=False)
+
+            async with running(sites):
+                try:
+                    yield Splits(train, heldout, actor_for, retries)
+                finally:
+                    await browser.aclose()
+
+
+async def measure(s: Settings, log: Callable[[str], None]) -> dict:
+    """Per seed, every student's held-out scores and training record; the held-out tasks."""
+    torch.set_num_threads(1)
+    out: dict = {"runs": {}}
+    async with environments(s, log) as splits:
+        out["heldout"] = {
+            env: [
+                {"task_id": t.task_id, "kind": getattr(t, "kind", env)} for t in splits.heldout[env]
+            ]
+            for env in ENVS
+        }
+        for seed in s.seeds:
+            torch.manual_seed(seed)
+            weights = new_student("tiny", seed=seed).to_bytes()
+            run: dict = {}
+            for name, shares in STUDENTS.items():
+                if shares is None:
+                    started = time.perf_counter()
+                    actor, release = splits.actor_for(load_student(weights))
+                    try:
+                        run[name] = await evaluate(actor, splits, "untrained-")
+                    finally:
+                        release()
+                    run[name]["eval_s"] = time.perf_counter() - started
+                else:
+                    run[name] = await train_student(
+                        name, shares or s.mix, seed, weights, s, splits, log
+                    )
+                means = ", ".join(
+                    f"{env} {statistics.fmean(run[name]['success'][env]):.0%}" for env in ENVS
+                )
+                log(f"seed {seed} {name}: held-out success {means}")
+            out["runs"][str(seed)] = run
+        out["browser_retries"] = splits.retries
+    return out
+
+
+# -- statistics ----------------------------------------------------------------------------------
+
+
+def pooled(res: dict, student: str, metric: str, env: str) -> list[float]:
+    """A student's held-out ``metric`` (success or reward) on ``env`` over every (seed, task)."""
+    return [x for run in res["runs"].values() for x in run[student][metric][env]]
+
+
+def stratified(per_env: Sequence[Sequence[float]], resamples: int = 4000) -> Interval:
+    """The mean over environments of each environment's mean, with a 95 % bootstrap interval that
+    resamples within each environment (seeded)."""
+    rng = random.Random(0)
+    value = statistics.fmean(statistics.fmean(v) for v in per_env)
+    boots = sorted(
+        statistics.fmean(statistics.fmean(rng.choices(v, k=len(v))) for v in per_env)
+        for _ in range(resamples)
+    )
+    return Interval(value, boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1])
+
+
+def success_cell(values: Sequence[float]) -> Interval:
+    """Held-out success with its Wilson 95 % interval."""
+    return wilson(int(sum(values)), len(values))
+
+
+def difference(res: dict, base: str, other: str, metric: str) -> dict[str, Interval]:
+    """``other - base`` on ``metric`` per environment (paired over (seed, task), bootstrap 95 %)
+    and for the mean across environments (``"mean"``, resampled within each environment)."""
+    out: dict[str, Interval] = {}
+    diffs = []
+    for env in ENVS:
+        b, o = pooled(res, base, metric, env), pooled(res, other, metric, env)
+        out[env] = Interval(*paired_difference(list(zip(b, o, strict=True))))
+        diffs.append([y - x for x, y in zip(b, o, strict=True)])
+    out["mean"] = stratified(diffs)
+    return out
+
+
+def boot_mean(values: Sequence[float]) -> Interval:
+    """The mean with a 95 % bootstrap interval."""
+    return stratified([values])
+
+
+def signed(i: Interval) -> str:
+    return f"{i.value:+.3f} [{i.low:+.3f}, {i.high:+.3f}]"
+
+
+def way(i: Interval) -> str:
+    """Which way a difference's interval points: up, down, or not distinguishable from 0."""
+    return "up" if i.low > 0 else "down" if i.high < 0 else "not distinguishable"
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+def tables(res: dict) -> tuple[str, dict]:
+    """The markdown tables (success with intervals and the mean across environments; mean reward;
+    transfer: trained - untrained; mixed - each specialist) and the same numbers as JSON."""
+    students = list(STUDENTS)
+    trained = students[1:]
+    head = "| student | trained on (episodes s/b/o) | " + " | ".join(ENVS) + " | mean |"
+    rule = "|---|---|" + "---:|" * (len(ENVS) + 1)
+    lines = [
+        "Held-out success per environment (Wilson 95 %) and the mean of the three (bootstrap "
+        "95 %, resampled within each environment), over every (seed, task):",
+        "",
+        head,
+        rule,
+    ]
+    out: dict = {"success": {}, "reward": {}, "transfer": {}, "mixed_minus_specialist": {}}
+    for name in students:
+        cells = {env: success_cell(pooled(res, name, "success", env)) for env in ENVS}
+        mean = stratified([pooled(res, name, "success", env) for env in ENVS])
+        counts = trained_counts(res, name)
+        lines.append(
+            f"| {name} | {'/'.join(str(counts[e]) for e in ENVS)} | "
+            + " | ".join(cells[env].pct() for env in ENVS)
+            + f" | {mean.pct()} |"
+        )
+        out["success"][name] = {k: asdict(v) for k, v in {**cells, "mean": mean}.items()}
+    lines += [
+        "",
+        "Held-out mean reward per environment (bootstrap 95 %; the environments' rewards have "
+        "different scales, so no mean across them):",
+        "",
+        "| student | " + " | ".join(ENVS) + " |",
+        "|---|" + "---:|" * len(ENVS),
+    ]
+    for name in students:
+        cells = {env: boot_mean(pooled(res, name, "reward", env)) for env in ENVS}
+        lines.append(f"| {name} | " + " | ".join(c.num() for c in cells.values()) + " |")
+        out["reward"][name] = {k: asdict(v) for k, v in cells.items()}
+    for metric, what in (("success", "success"), ("reward", "mean reward")):
+        lines += [
+            "",
+            f"Transfer: held-out {what}, trained student - untrained, paired over (seed, task), "
+            "bootstrap 95 % (the diagonal is in-domain learning; off it, transfer):",
+            "",
+            "| student | " + " | ".join(ENVS) + (" | mean |" if metric == "success" else " |"),
+            "|---|" + "---:|" * (len(ENVS) + (metric == "success")),
+        ]
+        out["transfer"][metric] = {}
+        for name in trained:
+            d = difference(res, "untrained", name, metric)
+            keys = [*ENVS, "mean"] if metric == "success" else list(ENVS)
+            lines.append(f"| {name} | " + " | ".join(signed(d[k]) for k in keys) + " |")
+            out["transfer"][metric][name] = {k: asdict(d[k]) for k in keys}
+    for metric, what in (("success", "success"), ("reward", "mean reward")):
+        lines += [
+            "",
+            f"Mixed student - each single-environment student, held-out {what}, paired over "
+            "(seed, task), bootstrap 95 %:",
+            "",
+            "| mixed - | " + " | ".join(ENVS) + (" | mean |" if metric == "success" else " |"),
+            "|---|" + "---:|" * (len(ENVS) + (metric == "success")),
+        ]
+        out["mixed_minus_specialist"][metric] = {}
+        for name in trained[1:]:
+            d = difference(res, name, "mixed", metric)
+            keys = [*ENVS, "mean"] if metric == "success" else list(ENVS)
+            lines.append(f"| {name} | " + " | ".join(signed(d[k]) for k in keys) + " |")
+            out["mixed_minus_specialist"][metric][name] = {k: asdict(d[k]) for k in keys}
+    return "\n".join(lines), out
+
+
+def trained_counts(res: dict, student: str) -> dict[str, int]:
+    """Training episodes per environment of ``student`` in one seed's run (the same every seed)."""
+    run = next(iter(res["runs"].values()))[student]
+    return run.get("trained", dict.fromkeys(ENVS, 0))
+
+
+def findings(numbers: dict) -> list[str]:
+    """What the tables say, in words, computed from the intervals (nothing is assumed)."""
+    t = numbers["transfer"]["success"]
+    m = numbers["mixed_minus_specialist"]["success"]
+    iv = {k: {e: Interval(**x) for e, x in v.items()} for k, v in t.items()}
+    mv = {k: {e: Interval(**x) for e, x in v.items()} for k, v in m.items()}
+    notes = []
+    for env in ENVS:
+        name = SPECIALISTS[env]
+        others = [e for e in ENVS if e != env]
+        notes.append(
+            f"{name} vs untrained (success): in-domain ({env}) {signed(iv[name][env])} "
+            f"({way(iv[name][env])}); transfer to "
+            + "; to ".join(f"{e} {signed(iv[name][e])} ({way(iv[name][e])})" for e in others)
+            + "."
+        )
+    notes.append(
+        "mixed vs untrained (success): "
+        + "; ".join(f"{e} {signed(iv['mixed'][e])} ({way(iv['mixed'][e])})" for e in ENVS)
+        + f"; mean across environments {signed(iv['mixed']['mean'])} ({way(iv['mixed']['mean'])})."
+    )
+    verdicts = {name: way(d["mean"]) for name, d in mv.items()}
+    better = [n for n, v in verdicts.items() if v == "up"]
+    worse = [n for n, v in verdicts.items() if v == "down"]
+    level = [n for n, v in verdicts.items() if v == "not distinguishable"]
+    notes.append(
+        "Mean held-out success across the three environments, mixed - specialist: "
+        + "; ".join(f"{n} {signed(d['mean'])}" for n, d in mv.items())
+        + f". Mixed better beyond noise than: {', '.join(better) or 'none'}; worse than: "
+        f"{', '.join(worse) or 'none'}; not distinguishable from: {', '.join(level) or 'none'}."
+    )
+    in_domain = {env: way(mv[SPECIALISTS[env]][env]) for env in ENVS}
+    notes.append(
+        "Each environment against its own specialist (which trained on 3x as many of that "
+        "environment's episodes), mixed - specialist: "
+        + "; ".join(f"{env} {signed(mv[SPECIALISTS[env]][env])} ({in_domain[env]})" for env in ENVS)
+        + "."
+    )
+    if len(better) == len(verdicts) and all(v == "up" for v in in_domain.values()):
+        answer = (
+            "multi-environment training beat single-environment training on all three "
+            "environments' held-out tasks, beyond noise"
+        )
+    elif len(better) == len(verdicts):
+        answer = (
+            "the mixed student beat every specialist on the mean across environments beyond "
+            "noise, but not every specialist in its own environment"
+        )
+    elif worse:
+        answer = (
+            "the mixed student did worse beyond noise than at least one specialist on the mean "
+            "across environments"
+        )
+    else:
+        answer = (
+            "the mixed student is not distinguishable from at least one specialist on the mean "
+            "across environments; at this budget the run does not show that multi-environment "
+            "training beats single-environment training"
+        )
+    notes.insert(0, f"Phase D/E answer at this budget: {answer}.")
+    return notes
+
+
+COLORS = {
+    "untrained": "tab:gray",
+    "mixed": "tab:purple",
+    "shell-only": "tab:blue",
+    "browser-only": "tab:orange",
+    "orchestrator-only": "tab:green",
+}
+
+
+def plot(numbers: dict, path: Path, title: str) -> None:
+    """Left: held-out success per environment and the mean, one bar per student with its 95 %
+    interval. Right: transfer, trained - untrained success per environment, as a heat map."""
+    fig = Figure(figsize=(12, 4.8))
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    cols = [*ENVS, "mean"]
+    width = 0.8 / len(STUDENTS)
+    for k, name in enumerate(STUDENTS):
+        cells = [Interval(**numbers["success"][name][c]) for c in cols]
+        xs = [i + (k - (len(STUDENTS) - 1) / 2) * width for i in range(len(cols))]
+        left.bar(
+            xs,
+            [c.value for c in cells],
+            width,
+            yerr=[
+                [max(0.0, c.value - c.low) for c in cells],
+                [max(0.0, c.high - c.value) for c in cells],
+            ],
+            color=COLORS[name],
+            label=name,
+            capsize=2,
+        )
+    left.set_xticks(range(len(cols)), ["shell", "browser", "orchestrator", "mean of 3"])
+    left.set_ylabel("held-out success (T=0.1)")
+    left.set_ylim(0, 1)
+    left.grid(axis="y", alpha=0.3)
+    left.legend(fontsize=8)
+    left.set_title("held-out success, 95 % intervals")
+    trained = list(STUDENTS)[1:]
+    grid = [[numbers["transfer"]["success"][name][c]["value"] for c in cols] for name in trained]
+    bound = max(0.05, *(abs(v) for row in grid for v in row))
+    image = right.imshow(grid, cmap="RdBu", vmin=-bound, vmax=bound)
+    for r, name in enumerate(trained):
+        for c, col in enumerate(cols):
+            cell = Interval(**numbers["transfer"]["success"][name][col])
+            mark = "*" if cell.low > 0 or cell.high < 0 else ""
+            ink = "white" if abs(cell.value) > 0.6 * bound else "black"
+            right.text(
+                c, r, f"{cell.value:+.2f}{mark}", ha="center", va="center", fontsize=8, color=ink
+            )
+    right.set_xticks(range(len(cols)), ["shell", "browser", "orch.", "mean"])
+    right.set_yticks(range(len(trained)), trained)
+    right.set_title("trained - untrained success (* beyond noise)")
+    fig.colorbar(image, ax=right, shrink=0.8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def print_table(res: dict, console: Console) -> None:
+    """Held-out success per seed and student (the rich console's view)."""
+    table = Table(title="held-out success per seed (shell / browser / orchestrator)")
+    table.add_column("student")
+    for seed in res["runs"]:
+        table.add_column(f"seed {seed}", justify="right")
+    for name in STUDENTS:
+        table.add_row(
+            name,
+            *(
+                " / ".join(f"{statistics.fmean(run[name]['success'][e]):.0%}" for e in ENVS)
+                for run in res["runs"].values()
+            ),
+        )
+    console.print(table)
+
+
+def with_tables(out: Path, text: str, numbers: dict, res: dict) -> None:
+    """Add the tables to the markdown report (before its notes) and the numbers, per-seed scores
+    and held-out tasks to the JSON beside it."""
+    md = out.read_text()
+    head, sep, tail = md.partition("Notes:")
+    out.write_text(f"{head}{text}\n\n{sep}{tail}")
+    path = out.with_suffix(".json")
+    payload = json.loads(path.read_text())
+    payload["tables"] = numbers
+    payload["runs"] = res["runs"]
+    payload["heldout"] = res["heldout"]
+    payload["browser_retries"] = res["browser_retries"]
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    _, s, out = _common.bench_args("phase_de", __doc__, "~40 s", full=FULL, quick=QUICK, argv=argv)
+    console = Console()
+    res, machine, elapsed = _common.run(
+        lambda log: measure(s, log), ["torch", "playwright", "matplotlib"], console
+    )
+    print_table(res, console)
+    text, numbers = tables(res)
+    console.print(text)
+    rows = []
+    for name in list(STUDENTS)[1:]:
+        for col in [*ENVS, "mean"]:
+            ours, base = numbers["success"][name][col], numbers["success"]["untrained"][col]
+            rows.append(
+                _common.Row(
+                    f"{name}: held-out success, {col if col != 'mean' else 'mean of the three'}",
+                    "rate",
+                    ours["value"],
+                    base["value"],
+                    samples=(
+                        {
+                            "ours": pooled(res, name, "success", col),
+                            "baseline": pooled(res, "untrained", "success", col),
+                        }
+                        if col != "mean"
+                        else {}
+                    ),
+                )
+            )
+    png = out.with_suffix(".png")
+    seeds = len(res["runs"])
+    plot(
+        numbers,
+        png,
+        f"Phase D/E: {s.episodes} training episodes per student, {seeds} seed(s)",
+    )
+    console.print(f"wrote {png}")
+    counts = trained_counts(res, "mixed")
+    heldout_sizes = ", ".join(f"{len(res['heldout'][e])} {e}" for e in ENVS)
+    notes = [
+        *findings(numbers),
+        f"Budget: every trained student ran {s.epochs} epochs x {s.tasks_per_epoch} tasks x "
+        f"groups of {s.group_size} = {s.episodes} training episodes and {s.epochs} updates per "
+        f"seed; the mixed student's were {counts['shell']} shell, {counts['browser']} browser "
+        f"and {counts['orchestrator']} orchestrator (equal thirds of each epoch's tasks; the "
+        "specification's 0.4/0.3/0.3 does not split 6 tasks evenly).",
+        f"Held-out: {heldout_sizes} tasks, the same "
+        f"for every student and seed, one near-greedy (T=0.1) episode each, seeded by position; "
+        f"{seeds} seed(s), so {seeds} x that many (seed, task) pairs per environment. Intervals "
+        "resample (seed, task) pairs, not seeds: they do not include seed-to-seed variation of "
+        "training beyond what the pooled pairs show.",
+        "Training: bench/learning.py's loop per student (its shell Actor and HostActor for "
+        "browser and orchestrator, oracle teacher hints via taught(), one update per epoch with "
+        "the trainer service's configuration, no comparison gate, no teacher reward shaping), "
+        "GRPO groups at temperature 1; the mixed student's environments run concurrently. "
+        "Browser: real Chromium, the sites service on an embedded nats-server, action timeout "
+        "1 s, MiniWoB++ tasks without hints. Task draws are seeded per (seed, environment).",
+        f"Browser episodes run again after Chromium raised (a first page slower than the 1 s "
+        f"action timeout under load; same task, seed and student, so the same decisions): "
+        f"{len(res['browser_retries'])}; none failed {RetryingHostActor.ATTEMPTS} times.",
+        "Ratios in the first table: trained student / untrained held-out success (inf when the "
+        "untrained student solved none).",
+        f"Plot: {png.name}, held-out success per student and environment (left) and the transfer "
+        "matrix trained - untrained (right).",
+        "Wall time was measured on a shared 2-core machine (other work ran beside it; see the "
+        "load averages above).",
+        *(
+            f"Seed {seed} {name}: training {run[name]['train_s']:.0f} s, scoring "
+            f"{run[name]['eval_s']:.0f} s, rollout success per epoch "
+            + " ".join(f"{x:.0%}" for x in run[name]["train_curve"])
+            for seed, run in res["runs"].items()
+            for name in list(STUDENTS)[1:]
+        ),
+    ]
+    _common.report(
+        console,
+        out,
+        title="Phase D/E: one student trained on all three environments vs single-environment "
+        "students, on the held-out tasks of all three",
+        rows=rows,
+        ours="student",
+        baseline="untrained",
+        machine=machine,
+        settings={
+            **asdict(s),
+            "seeds": list(s.seeds),
+            "train_tasks": dict(s.train_tasks),
+            "heldout_tasks": dict(s.heldout_tasks),
+            "mix": {k: round(v, 3) for k, v in s.mix.items()},
+            "training_episodes_per_student": s.episodes,
+        },
+        notes=notes,
+        elapsed_s=elapsed,
+    )
+    with_tables(out, text, numbers, res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
