@@ -567,3 +567,19 @@ def test_run_cache(tmp_path: Path) -> None:
     assert cache.get(Job(looping, TEST_COMMAND, 5.0)) is None
     assert cache.get(Job(passing, TEST_COMMAND, first[0].seconds / 2)).timed_out
     assert cache.get(Job({"other.py": ""}, TEST_COMMAND, 30.0)) is None
+
+
+def test_parsing_is_safe_from_many_threads_at_once() -> None:
+    """Episodes and generation parse task files in worker threads; CPython 3.11's AST conversion
+    once failed under concurrent parses, so the shell environment parses through one lock."""
+    import ast
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aios_rl.envs.shell.pyparse import parse
+
+    source = "\n".join(
+        f"def f{i}(x):\n    return [[x + {i}] * 2 for _ in range(3)]" for i in range(200)
+    )
+    with ThreadPoolExecutor(8) as pool:
+        dumps = set(pool.map(lambda _: ast.dump(parse(source)), range(64)))
+    assert dumps == {ast.dump(ast.parse(source))}

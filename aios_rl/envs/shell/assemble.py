@@ -24,6 +24,7 @@ from contracts import CandidateEdit, ShellTask
 
 from . import mutations
 from .mutations import Mutant, MutationError
+from .pyparse import parse
 from .verify import task_id_of
 
 __all__ = [
@@ -112,7 +113,7 @@ def pointed_functions(test_sources: Mapping[str, str], failing: Sequence[str]) -
         source = test_sources.get(module)
         if source is None:
             continue
-        tree = ast.parse(source)
+        tree = parse(source)
         for cls in tree.body:
             if not isinstance(cls, ast.ClassDef):
                 continue

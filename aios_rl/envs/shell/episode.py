@@ -71,6 +71,7 @@ from pathlib import Path, PurePosixPath
 
 from contracts import CandidateEdit, Outcome, ShellTask
 
+from .pyparse import parse
 from .sandbox import ExecResult, Executor, SandboxError
 from .verify import command_argv, failing_test_ids
 
@@ -293,7 +294,7 @@ def _defined_names(files: dict[str, str], code_paths: Sequence[str]) -> set[str]
     names: set[str] = set()
     for path in code_paths:
         try:
-            tree = ast.parse(files[path])
+            tree = parse(files[path])
         except (SyntaxError, ValueError, KeyError):
             continue
         for node in ast.walk(tree):

@@ -43,6 +43,8 @@ from typing import NamedTuple
 
 from contracts import GroundTruth
 
+from .pyparse import parse
+
 __all__ = [
     "OPERATORS",
     "Mutant",
@@ -98,7 +100,7 @@ class _Module:
     def __init__(self, source: str) -> None:
         self.source = source
         self.data = source.encode("utf-8")
-        self.tree = ast.parse(source)
+        self.tree = parse(source)
         self.line_starts = [0] + [m.end() for m in re.finditer(b"\n", self.data)]
         self.function: dict[int, str] = {}
         """id(node) -> qualified name of the enclosing def."""
@@ -781,7 +783,7 @@ def apply(source: str, site: Site, path: str) -> Mutant:
 
 @functools.lru_cache(maxsize=32)
 def _dump(source: str) -> str:
-    return ast.dump(ast.parse(source))
+    return ast.dump(parse(source))
 
 
 def same_module(a: str, b: str) -> bool:
