@@ -21,7 +21,9 @@ What runs:
   teacher, reward or comparison stage.
 
 Concurrency: the stack runs ``runner_replicas`` x ``runner_concurrency`` episodes at once (the
-runner's consumer loops); the baseline the same number. The orchestrator environment is cheap
+runner's consumer loops); the baseline the same number. Measured with 1 and 2 runner replicas,
+each on a fresh stack, to see whether more runners help once the cores are full (the cores
+kept busy, CPU seconds of every process over wall seconds, are in the notes). The orchestrator environment is cheap
 (every step is a pure function of the task and the decisions), so what is measured is the cost
 of the architecture: bus round trips per step, serialization, JetStream acks, the stages.
 
@@ -34,13 +36,14 @@ episode.
 
 Run from the repo root:
 
-    .venv/bin/python bench/pipeline.py            # ~3 min; writes bench/results/pipeline.{md,json}
-    .venv/bin/python bench/pipeline.py --quick    # ~1 min smoke run (stack start-up included)
+    .venv/bin/python bench/pipeline.py            # ~1.5 min; writes bench/results/pipeline.{md,json}
+    .venv/bin/python bench/pipeline.py --quick    # ~15 s smoke run (stack start-up included)
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -56,6 +59,7 @@ import psutil
 import torch
 from learning import HostActor
 from rich.console import Console
+from sampler import batch_counters
 
 from aios_rl.bus import Bus
 from aios_rl.envs.orchestrator import generate
@@ -89,7 +93,9 @@ class Settings:
     repeats: int
     """Timed epochs of each side (the order alternates)."""
     runner_replicas: int = 1
-    """Orchestrator runner processes of the stack."""
+    """Orchestrator runner processes of the stack (set per scale from ``scales``)."""
+    scales: tuple[int, ...] = (1, 2)
+    """Runner replica counts measured, each on a fresh stack (the first is the headline)."""
     runner_concurrency: int = 8
     """Episodes each runner replica runs at once (the service's default)."""
     temperature: float = 1.0
@@ -106,8 +112,8 @@ class Settings:
         return self.runner_replicas * self.runner_concurrency
 
 
-FULL = Settings(tasks=48, group_size=4, reference_runs=2, repeats=3)
-QUICK = Settings(tasks=4, group_size=4, reference_runs=2, repeats=1)
+FULL = Settings(tasks=48, group_size=4, reference_runs=2, repeats=5)
+QUICK = Settings(tasks=4, group_size=4, reference_runs=2, repeats=1, scales=(1,))
 
 STAGES = ("queued", "started", "completed", "taught", "rewarded", "compared", "received")
 """An episode's timestamps in pipeline order (``received``: this process got it compared)."""
@@ -169,6 +175,8 @@ class Watch:
         self.end_kind: dict[str, str] = {}
         self.all_compared: dict[str, asyncio.Event] = {}
         self.expected: dict[str, int] = {}
+        self.mean_batch: dict[str, float] = {}
+        """Campaign -> the sampler's mean batch size while its episodes ran."""
 
     async def on_job(self, msg: object, _raw: object) -> None:
         if isinstance(msg, RolloutJob):
@@ -216,6 +224,7 @@ async def stack_epoch(
     cid = f"bench-{tag}-{uuid.uuid4().hex[:6]}"
     n = tasks * (s.group_size + s.reference_runs)
     watch.expect(cid, n)
+    batches0, items0 = await batch_counters(bus)
     cpu0 = cpu_by_process()
     t0 = time.perf_counter()
     status = await bus.request(
@@ -238,10 +247,12 @@ async def stack_epoch(
             )
         elapsed = time.perf_counter() - t0
         cpu1 = cpu_by_process()
+        batches1, items1 = await batch_counters(bus)
         await ended
     if watch.end_kind.get(cid) != "finished":
         raise RuntimeError(f"campaign {cid} ended {watch.end_kind.get(cid)}")
     cpu = {k: cpu1.get(k, 0.0) - cpu0.get(k, 0.0) for k in cpu1}
+    watch.mean_batch[cid] = (items1 - items0) / max(1.0, batches1 - batches0)
     return elapsed, cpu, [ep for ep, _ in watch.compared.values() if ep.campaign_id == cid]
 
 
@@ -283,8 +294,18 @@ async def in_process_epoch(
 # -- the run ----------------------------------------------------------------------------------
 
 
-async def measure(s: Settings, log: Callable[[str], None]) -> dict:
+async def measure(s: Settings, log: Callable[[str], None]) -> dict[int, dict]:
+    """Every runner scale of ``s.scales``, each on a fresh stack: runner replicas -> results."""
     torch.set_num_threads(1)  # as the sampler serves (its torch_threads default)
+    out = {}
+    for replicas in s.scales:
+        log(f"orchestrator-runner x {replicas} (concurrency {s.runner_concurrency} each)")
+        out[replicas] = await measure_scale(dataclasses.replace(s, runner_replicas=replicas), log)
+    return out
+
+
+async def measure_scale(s: Settings, log: Callable[[str], None]) -> dict:
+    """Warm-up, then ``s.repeats`` timed epochs of each side, on one fresh stack."""
     train = generate(max(s.tasks, 16), seed=0, split="train")
     res: dict = {"stack": [], "inproc": [], "stamps": [], "cpu": [], "steps_stack": []}
     with tempfile.TemporaryDirectory(prefix="aios-bench-pipeline-") as tmp:
@@ -334,6 +355,9 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict:
                             res["cpu"].append(cpu)
                             res["stamps"].extend(stamps_of(watch, eps))
                             res["steps_stack"].append(sum(len(ep.trajectory) for ep in eps))
+                            res.setdefault("mean_batch", []).append(
+                                watch.mean_batch[eps[0].campaign_id]
+                            )
                             res.setdefault("tasks_stack", []).append(
                                 sorted({ep.task_id for ep in eps})
                             )
@@ -385,6 +409,7 @@ def span_values(stamps: list[dict[str, float]], a: str, b: str) -> list[float]:
 
 
 def build_rows(res: dict, s: Settings) -> list[_common.Row]:
+    """Episodes/s, steps/s and CPU per episode of one scale (``s.runner_replicas``)."""
     n = s.episodes
     stack_rates = [n / t for t in res["stack"]]
     inproc_rates = [n / t for t in res["inproc"]]
@@ -392,23 +417,24 @@ def build_rows(res: dict, s: Settings) -> list[_common.Row]:
     steps_inproc = [k / t for k, t in zip(res["steps_inproc"], res["inproc"], strict=True)]
     cpu_stack = [sum(c.values()) / n * 1000 for c in res["cpu"]]
     cpu_inproc = [c / n * 1000 for c in res["cpu_inproc"]]
+    at = f"runner x {s.runner_replicas}, {s.concurrency} episodes at once"
     return [
         _common.Row(
-            f"episodes/s ({s.concurrency} at once)",
+            f"episodes/s ({at})",
             "episodes/s",
             _common.median(stack_rates),
             _common.median(inproc_rates),
             samples={"ours": stack_rates, "baseline": inproc_rates},
         ),
         _common.Row(
-            "policy steps/s",
+            f"policy steps/s ({at})",
             "steps/s",
             _common.median(steps_stack),
             _common.median(steps_inproc),
             samples={"ours": steps_stack, "baseline": steps_inproc},
         ),
         _common.Row(
-            "CPU per episode (every process)",
+            f"CPU per episode, every process ({at})",
             "ms",
             _common.median(cpu_stack),
             _common.median(cpu_inproc),
@@ -416,6 +442,14 @@ def build_rows(res: dict, s: Settings) -> list[_common.Row]:
             samples={"ours": cpu_stack, "baseline": cpu_inproc},
         ),
     ]
+
+
+def cores_busy(res: dict) -> tuple[float, float]:
+    """Median cores kept busy (CPU seconds / wall seconds): the stack's processes, and this one
+    for the in-process side."""
+    stack_busy = [sum(c.values()) / t for c, t in zip(res["cpu"], res["stack"], strict=True)]
+    inproc_busy = [c / t for c, t in zip(res["cpu_inproc"], res["inproc"], strict=True)]
+    return _common.median(stack_busy), _common.median(inproc_busy)
 
 
 def stage_table(res: dict) -> tuple[str, dict[str, dict[str, float]]]:
@@ -451,42 +485,63 @@ def cpu_table(res: dict, s: Settings) -> tuple[str, dict[str, float]]:
 def main(argv: list[str] | None = None) -> int:
     _, s, out = _common.bench_args("pipeline", __doc__, "~1 min", full=FULL, quick=QUICK, argv=argv)
     console = Console()
-    res, machine, elapsed = _common.run(
+    by_scale, machine, elapsed = _common.run(
         lambda log: measure(s, log), ["torch", "nats-py", "msgspec", "psutil"], console
     )
-    rows = build_rows(res, s)
+    scaled = {n: dataclasses.replace(s, runner_replicas=n) for n in s.scales}
+    rows = [r for n in s.scales for r in build_rows(by_scale[n], scaled[n])]
     _common.print_rows("pipeline: the stack vs in process", rows, "stack", "in process", console)
+    head, res = scaled[s.scales[0]], by_scale[s.scales[0]]
     stages_md, stages = stage_table(res)
-    cpu_md, cpu = cpu_table(res, s)
+    cpu_md, cpu = cpu_table(res, head)
     console.print(stages_md)
     console.print(cpu_md)
-    ratio = rows[0].ratio
+    ratios = "; ".join(
+        f"runner x {n} ({scaled[n].concurrency} at once): "
+        f"{build_rows(by_scale[n], scaled[n])[0].ratio:.2f}x"
+        for n in s.scales
+    )
+    busy = "; ".join(
+        f"runner x {n}: stack {cores_busy(by_scale[n])[0]:.2f}, in process "
+        f"{cores_busy(by_scale[n])[1]:.2f}"
+        for n in s.scales
+    )
     notes = [
-        f"Stack / in process, episodes per second at equal concurrency ({s.concurrency}): "
-        f"{ratio:.2f}x.",
+        f"Stack / in process, episodes per second at equal concurrency: {ratios}.",
+        f"Cores kept busy (CPU seconds of every process / wall seconds, of "
+        f"{os.cpu_count()}): {busy}.",
         f"Each side runs {s.episodes} orchestrator episodes per repeat ({s.tasks} train tasks x "
         f"({s.group_size} rollouts + {s.reference_runs} reference runs)), temperature "
-        f"{s.temperature:g}; {s.repeats} repeats, the order alternating; medians over repeats.",
+        f"{s.temperature:g}; {s.repeats} repeats per scale, the order alternating; medians "
+        "over repeats.",
         "Stack: the start command of a one-epoch campaign -> the last of its episodes on "
         "episode.compared (collected, taught by the oracle teacher, rewarded, compared); the "
         "campaign's training afterwards is not timed. In process: the runner's step loop and "
         "the orchestrator adapter with the same checkpoint acting in this process, no NATS, no "
         "teacher / reward / comparison stage.",
-        f"Stack processes: orchestrator-runner x {s.runner_replicas} (concurrency "
-        f"{s.runner_concurrency} each), one of every other service; shell-runner, "
-        "browser-runner and sites scaled to 0. Services log JSON at info level to the store's "
-        "services.log through the supervisor (this process).",
-        "Log lines the services wrote over the whole run (warm-up and both sides' repeats: "
+        f"Stack processes: orchestrator-runner x {', '.join(map(str, s.scales))} (a fresh stack "
+        f"per scale; concurrency {s.runner_concurrency} each), one of every other service; "
+        "shell-runner, browser-runner and sites scaled to 0. Services log JSON at info level to "
+        "the store's services.log through the supervisor (this process).",
+        f"Log lines the services wrote (runner x {head.runner_replicas}, whole run: warm-up and "
         f"{res['warm_episodes'] + s.repeats * s.episodes} stack episodes): "
         + ", ".join(
             f"{k} {v}" for k, v in sorted(res.get("log_lines", {}).items(), key=lambda kv: -kv[1])
         )
         + ".",
+        "The sampler's mean batch size while the stack's episodes ran (per repeat): "
+        + "; ".join(
+            f"runner x {n}: " + ", ".join(f"{b:.1f}" for b in by_scale[n]["mean_batch"])
+            for n in s.scales
+        )
+        + ".",
         "CPU per episode (every process): the sum over nats-server, every service process and "
         "this one (bench + supervisor) between the start command and the last compared "
-        "episode; in process: this process only.",
+        "episode; in process: this process only. The per-stage and per-process tables below "
+        f"are for runner x {head.runner_replicas}.",
     ]
-    settings = {**asdict(s), "episodes": s.episodes, "concurrency": s.concurrency}
+    settings = {**asdict(s), "episodes": s.episodes}
+    del settings["runner_replicas"]
     _common.report(
         console,
         out,
@@ -501,14 +556,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     with out.open("a") as f:
         f.write(
-            "\n## Per-stage latency (stack, every timed episode)\n\n"
-            f"{stages_md}\n\n## CPU per process (stack, median over repeats)\n\n{cpu_md}\n"
+            f"\n## Per-stage latency (stack, runner x {head.runner_replicas}, every timed "
+            f"episode)\n\n{stages_md}\n\n## CPU per process (stack, runner x "
+            f"{head.runner_replicas}, median over repeats)\n\n{cpu_md}\n"
         )
     json_path = out.with_suffix(".json")
     payload = json.loads(json_path.read_text())
     payload["stages"] = stages
     payload["cpu_per_episode_ms"] = cpu
-    payload["raw"] = {k: v for k, v in res.items() if k != "stamps"}
+    payload["raw"] = {
+        str(n): {k: v for k, v in r.items() if k != "stamps"} for n, r in by_scale.items()
+    }
     json_path.write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 

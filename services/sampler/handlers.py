@@ -121,6 +121,7 @@ class Sampler:
             "requests_batched": float(b.items),
             "mean_batch": (b.items / b.batches) if b.batches else 0.0,
             "batch_fallbacks": float(b.fallbacks),
+            "batch_waits": float(b.waits),
             "cached_models": float(len(self.cache)),
             "reloads": float(self.reloads),
             "pointers_corrupt": float(self._watch.skipped if self._watch is not None else 0),
