@@ -60,7 +60,7 @@ async def test_a_lone_client_is_answered_without_waiting_for_the_window() -> Non
     assert b.waits == 0 and b.batches == 5
 
 
-async def test_concurrent_clients_turn_waiting_on_and_fill_batches() -> None:
+async def test_concurrent_clients_fill_batches() -> None:
     sizes: list[int] = []
 
     async def run(key: str, items: list[int]) -> list[int]:
@@ -76,8 +76,30 @@ async def test_concurrent_clients_turn_waiting_on_and_fill_batches() -> None:
 
     await asyncio.wait_for(asyncio.gather(*(client(c) for c in range(8))), 10.0)
     assert sum(sizes) == 80 and b.recent_size > 4
-    assert b.waits > 0  # concurrency seen: batches wait for the others to join
-    assert sum(sizes) / len(sizes) > 4
+    assert sum(sizes) / len(sizes) > 4  # (waiting for late joiners: the test below)
+
+
+async def test_a_batch_stops_waiting_once_it_is_as_large_as_recent_batches() -> None:
+    sizes: list[int] = []
+
+    async def run(key: str, items: list[int]) -> list[int]:
+        sizes.append(len(items))
+        return items
+
+    # A window far longer than the deadline below: three clients must not wait for a 32nd.
+    b: Batcher[int, int] = Batcher(run, max_batch=32, max_wait_s=30.0)
+    for _ in range(10):  # batches of 3: the average climbs towards 3
+        await asyncio.gather(*(b.submit("k", i) for i in range(3)))
+    assert 2.5 < b.recent_size <= 3 and b.waits == 0
+
+    async def late(i: int) -> int:
+        await asyncio.sleep(0)  # arrive after the batch has started waiting
+        await asyncio.sleep(0)
+        return await b.submit("k", i)
+
+    got = await asyncio.wait_for(asyncio.gather(b.submit("k", 0), late(1), late(2)), 2.0)
+    assert got == [0, 1, 2]
+    assert b.waits == 1 and sizes[-1] == 3  # it waited for the two late ones, then ran
 
 
 async def test_a_failing_batch_fails_only_its_bad_caller_and_the_batcher_goes_on() -> None:

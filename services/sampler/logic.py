@@ -62,9 +62,12 @@ class Batcher(Generic[In, Out]):
 
     Waiting pays only under concurrency: the batcher keeps a moving average of its batches'
     sizes, and waits up to ``max_wait_s`` after the first request for others to join only while
-    that average says requests do arrive together (above ``JOIN_THRESHOLD``). A lone client (its
-    next request comes only after its answer) is served at once, never after a window that nobody
-    else joins; requests that queued while a batch ran always go together in the next one.
+    that average says requests do arrive together (above ``JOIN_THRESHOLD``), and only until the
+    batch holds as many requests as recent batches did (the average, rounded up; at most
+    ``max_batch``): with 8 clients in flight it runs on the 8th, not after a window waiting for
+    a 32nd that cannot come. A lone client (its next request comes only after its answer) is
+    served at once, never after a window that nobody else joins; requests that queued while a
+    batch ran always go together in the next one, so batches still grow with the load.
 
     ``run_batch`` gets the items and returns one result per item, or raises. When a batch of
     several raises, each of its items is run again alone (``fallbacks`` counts such batches), so
@@ -100,15 +103,12 @@ class Batcher(Generic[In, Out]):
         queue = self._queues[key]
         wake = self._wakeups[key]
         while queue:
-            if (
-                len(queue) < self.max_batch
-                and self.max_wait_s > 0
-                and self.recent_size > JOIN_THRESHOLD
-            ):
+            target = min(self.max_batch, math.ceil(self.recent_size))
+            if len(queue) < target and self.max_wait_s > 0 and self.recent_size > JOIN_THRESHOLD:
                 self.waits += 1
                 # Give concurrent requests a moment to join this batch.
                 deadline = asyncio.get_running_loop().time() + self.max_wait_s
-                while len(queue) < self.max_batch:
+                while len(queue) < target:
                     wake.clear()
                     remaining = deadline - asyncio.get_running_loop().time()
                     if remaining <= 0:
