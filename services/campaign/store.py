@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 
 from aios_rl.bus import Bus
@@ -18,11 +20,18 @@ _dec = msgspec.json.Decoder(EpochArrivals)
 
 
 class Arrivals:
-    """Counts each episode of an epoch once, whatever the redeliveries and replicas."""
+    """Counts each episode of an epoch once, whatever the redeliveries and replicas.
+
+    Concurrent adds to one epoch in this process share one compare-and-set: while one is being
+    written, the episodes that arrive queue up, and the next writer counts them all in one go
+    (a group commit). Replicas still race through the compare-and-set; episodes arriving one at
+    a time are written one at a time, as before."""
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self.kv = Kv(bus, bus.names.bucket(BUCKET_LEDGER))
+        self._queued: dict[str, list[tuple[Episode, asyncio.Future[bool]]]] = {}
+        self._writing: dict[str, asyncio.Lock] = {}
 
     async def get(self, campaign_id: str, epoch: int) -> tuple[EpochArrivals, int]:
         entry = await self.kv.latest(Names.key_arrivals(campaign_id, epoch))
@@ -31,17 +40,51 @@ class Arrivals:
         return _dec.decode(entry.value), entry.revision
 
     async def add(self, ep: Episode) -> bool:
-        """Count ``ep`` in its epoch; ``False`` when it was counted already."""
-        empty = EpochArrivals(campaign_id=ep.campaign_id, epoch=ep.epoch)
+        """Count ``ep`` in its epoch; ``False`` when it was counted already. Raises what the
+        compare-and-set raises (the episodes queued with it are written by the next caller)."""
+        key = Names.key_arrivals(ep.campaign_id, ep.epoch)
+        counted: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._queued.setdefault(key, []).append((ep, counted))
+        lock = self._writing.setdefault(key, asyncio.Lock())
+        async with lock:
+            if not counted.done():  # nobody wrote it meanwhile: write every queued episode
+                batch = self._queued.pop(key)
+                try:
+                    news = await self._add_all(key, [e for e, _ in batch])
+                except BaseException:
+                    # Ours fails with this error; the others stay queued for the next writer.
+                    others = [(e, f) for e, f in batch if f is not counted]
+                    self._queued[key] = others + self._queued.get(key, [])
+                    raise
+                for (_, f), new in zip(batch, news, strict=True):
+                    f.set_result(new)
+        if key not in self._queued and not lock.locked():
+            self._writing.pop(key, None)
+        return counted.result()
+
+    async def _add_all(self, key: str, eps: list[Episode]) -> list[bool]:
+        """One compare-and-set counting ``eps`` (one epoch's); which of them were new."""
+        empty = EpochArrivals(campaign_id=eps[0].campaign_id, epoch=eps[0].epoch)
+        news: list[bool] = []
+
+        def change(current: EpochArrivals | None) -> EpochArrivals | None:
+            arrivals = current or empty
+            news.clear()
+            for ep in eps:
+                updated = add_arrival(arrivals, ep)
+                news.append(updated is not None)
+                arrivals = updated or arrivals
+            return arrivals if any(news) else None
+
         cas = await compare_and_set(
             self.kv,
-            Names.key_arrivals(ep.campaign_id, ep.epoch),
-            lambda current: add_arrival(current or empty, ep),
+            key,
+            change,
             decode=lambda e: None if e.value is None else _dec.decode(e.value),
             encode=_enc.encode,
             attempts=1000,  # other replicas count the same epoch: keep trying
         )
-        return cas.written
+        return news if cas.written else [False] * len(eps)
 
 
 _summary_dec = msgspec.json.Decoder(RolloutSummary)
