@@ -18,6 +18,7 @@ import pytest
 
 from aios_rl.bus import Bus, RequestTimeout, connect, provision
 from aios_rl.envs import registry
+from aios_rl.envs.orchestrator import sim
 from aios_rl.envs.orchestrator.tasks import generate
 from aios_rl.envs.runner import RunnerSettings
 from aios_rl.stack import SERVICES
@@ -339,7 +340,7 @@ async def test_a_runner_under_its_credentials_still_runs_its_jobs(secured, ns: N
             await asyncio.wait_for(done.wait(), 30)
     assert {ep.outcome for ep in got.values()} <= {"success", "failure", "partial"}, got
     assert all(
-        ep.trajectory[0].action == t.candidates[0]
+        ep.trajectory[0].action == sim.offered(t, sim.start(t))[0]
         for ep, t in zip((got[f"auth-e{i}"] for i in range(len(tasks))), tasks, strict=True)
     )
     assert not _violations(server, "orchestrator-runner"), _violations(

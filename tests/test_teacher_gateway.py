@@ -227,13 +227,13 @@ async def taught_episodes(
 
 async def test_failed_shell_episode_gets_the_oracle_fix_as_hint(bus: Bus, names: Names) -> None:
     """The gateway and the oracle in process: hints name the true fix at every step that offered
-    it; a sampled-out success and an orchestrator episode (no ground truth) pass too, each with
-    its status."""
+    it; a sampled-out success and an episode of an environment the oracle holds no ground truth
+    for pass too, each with its status."""
     await store_task(bus)
     svc, gw = gateway(bus, names, default_success_sample_rate=0.0)
     failed = shell_episode("ep-fail", [RUN, TEST_EDIT, SUBMIT])
     success = shell_episode("ep-ok", [FIX, SUBMIT], "success")
-    browser = msgspec.structs.replace(shell_episode("ep-web", [RUN]), environment="orchestrator")
+    browser = msgspec.structs.replace(shell_episode("ep-web", [RUN]), environment="beacon")
     async with stored(bus, names.episode("taught", "*")) as out, running(oracle(bus, names)):
         async with running(svc):
             for ep in (failed, success, browser):
