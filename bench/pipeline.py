@@ -34,14 +34,21 @@ process received the compared episode. CPU seconds per process: ``psutil`` over 
 supervisor's children (and nats-server), between the start command and the last compared
 episode.
 
+``--student minilm``: the same with a minilm student (a frozen all-MiniLM-L6-v2 encoder under a
+small head, about two orders of magnitude more model work per step): fewer episodes, one runner
+scale, results in ``bench/results/pipeline-minilm.{md,json}``. There the model, not the
+architecture, is most of the cost.
+
 Run from the repo root:
 
     .venv/bin/python bench/pipeline.py            # ~1.5 min; writes bench/results/pipeline.{md,json}
     .venv/bin/python bench/pipeline.py --quick    # ~15 s smoke run (stack start-up included)
+    .venv/bin/python bench/pipeline.py --student minilm   # writes bench/results/pipeline-minilm.*
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import json
@@ -102,6 +109,8 @@ class Settings:
     """Decoding temperature of every episode (the campaign's default regime)."""
     timeout_s: float = 600.0
     """Deadline of one epoch of the stack, start to finish."""
+    student: str = "tiny"
+    """The student backend of the stack's initial checkpoint (the trainer's ``--backend``)."""
 
     @property
     def episodes(self) -> int:
@@ -114,6 +123,12 @@ class Settings:
 
 FULL = Settings(tasks=48, group_size=4, reference_runs=2, repeats=5)
 QUICK = Settings(tasks=4, group_size=4, reference_runs=2, repeats=1, scales=(1,))
+MINILM_FULL = Settings(
+    tasks=16, group_size=4, reference_runs=2, repeats=2, scales=(1,), student="minilm"
+)
+MINILM_QUICK = Settings(
+    tasks=2, group_size=4, reference_runs=2, repeats=1, scales=(1,), student="minilm"
+)
 
 STAGES = ("queued", "started", "completed", "taught", "rewarded", "compared", "received")
 """An episode's timestamps in pipeline order (``received``: this process got it compared)."""
@@ -323,7 +338,10 @@ async def measure_scale(s: Settings, log: Callable[[str], None]) -> dict:
                 "sites": 0,
                 "orchestrator-runner": s.runner_replicas,
             },
-            service_args={"orchestrator-runner": ["--concurrency", str(s.runner_concurrency)]},
+            service_args={
+                "orchestrator-runner": ["--concurrency", str(s.runner_concurrency)],
+                "trainer": ["--backend", s.student],
+            },
         ) as st:
             bus = st.bus
             await task_store(bus, "orchestrator").put_all(train)
@@ -483,7 +501,17 @@ def cpu_table(res: dict, s: Settings) -> tuple[str, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _, s, out = _common.bench_args("pipeline", __doc__, "~1 min", full=FULL, quick=QUICK, argv=argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--student", choices=("tiny", "minilm"), default="tiny")
+    known, rest = pre.parse_known_args(argv)
+    if known.student == "minilm":
+        _, s, out = _common.bench_args(
+            "pipeline-minilm", __doc__, "~1 min", full=MINILM_FULL, quick=MINILM_QUICK, argv=rest
+        )
+    else:
+        _, s, out = _common.bench_args(
+            "pipeline", __doc__, "~15 s", full=FULL, quick=QUICK, argv=rest
+        )
     console = Console()
     by_scale, machine, elapsed = _common.run(
         lambda log: measure(s, log), ["torch", "nats-py", "msgspec", "psutil"], console
@@ -545,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
     _common.report(
         console,
         out,
-        title="Pipeline benchmark: the stack vs the same episodes in one process",
+        title="Pipeline benchmark: the stack vs the same episodes in one process"
+        + ("" if s.student == "tiny" else f", {s.student} student"),
         rows=rows,
         ours="stack",
         baseline="in process",

@@ -3,6 +3,7 @@ Object Store handle, the generic task store, and the error tree every store deri
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import ClassVar
 
@@ -155,6 +156,19 @@ async def test_objects_round_trip(bus: Bus) -> None:
     await objects.put("w1", data)
     assert await objects.get("w1") == data
     assert await objects.exists("w1") and await objects.size("w1") == len(data)
+
+
+async def test_objects_read_back_whole_when_written_alone_or_interleaved(bus: Bus) -> None:
+    """A large object written alone (its chunks contiguous: read in windows of several) and
+    two written at once (their chunks interleaved: read chunk by chunk past the first other
+    one) come back byte for byte."""
+    objects = Objects(bus, bus.names.bucket(OBJECTS_WEIGHTS))
+    alone = hashlib.sha256(b"a").digest() * (3 * 2**20 // 32 + 7)  # 3 MiB and a bit: 25 chunks
+    await objects.put("alone", alone)
+    assert await objects.get("alone") == alone
+    a, b = bytes(range(256)) * 4000, bytes(range(255, -1, -1)) * 4000
+    await asyncio.gather(objects.put("a", a), objects.put("b", b))
+    assert await objects.get("a") == a and await objects.get("b") == b
 
 
 class Note(Message, frozen=True, kw_only=True):

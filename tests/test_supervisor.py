@@ -9,7 +9,14 @@ import pytest
 from aios_rl.bus import merge
 from aios_rl.cli.tap import format_line, parse_duration, subject_subset
 from aios_rl.stack import SERVICES, ServiceEntry
-from aios_rl.stack.supervisor import PlanError, parse_scale, plan, restart_delay
+from aios_rl.stack.supervisor import (
+    PlanError,
+    Replica,
+    child_env,
+    parse_scale,
+    plan,
+    restart_delay,
+)
 from contracts import DecodeError, Episode
 
 ENTRIES = (
@@ -55,6 +62,15 @@ def test_restart_delay_backs_off_and_caps() -> None:
     assert delays[1] == 0.5 and delays[2] == 1.0 and delays[3] == 2.0
     assert all(a <= b for a, b in itertools.pairwise(delays))
     assert max(delays) == 30.0
+
+
+def test_services_start_with_passive_openmp_workers_unless_told_otherwise() -> None:
+    sampler = Replica(ServiceEntry("sampler", "services.sampler", "s"), 2)
+    env = child_env({"PATH": "/bin"}, {"NATS_URL": "nats://x:1"}, {"NATS_USER": "sampler"}, sampler)
+    assert env["OMP_WAIT_POLICY"] == "passive" and env["AIOS_REPLICA"] == "2"
+    assert (env["PATH"], env["NATS_URL"], env["NATS_USER"]) == ("/bin", "nats://x:1", "sampler")
+    told = child_env({"OMP_WAIT_POLICY": "active"}, {}, {}, sampler)
+    assert told["OMP_WAIT_POLICY"] == "active"
 
 
 def test_every_registered_service_module_exists() -> None:

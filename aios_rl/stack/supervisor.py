@@ -20,7 +20,16 @@ from typing import TextIO
 from ._proc import die_with_parent
 from .services import SERVICES, ServiceEntry
 
-__all__ = ["PlanError", "Replica", "Supervisor", "parse_scale", "plan", "restart_delay"]
+__all__ = [
+    "CHILD_DEFAULTS",
+    "PlanError",
+    "Replica",
+    "Supervisor",
+    "child_env",
+    "parse_scale",
+    "plan",
+    "restart_delay",
+]
 
 _COLOURS = (36, 32, 33, 35, 34, 91, 92, 93, 94, 95, 96)
 
@@ -89,6 +98,32 @@ def restart_delay(failures: int, *, base: float = 0.5, cap: float = 30.0) -> flo
     if failures < 1:
         return 0.0
     return min(cap, base * 2 ** (failures - 1))
+
+
+CHILD_DEFAULTS = {"OMP_WAIT_POLICY": "passive"}
+"""Environment every service starts with unless the supervisor's own environment sets it.
+``OMP_WAIT_POLICY=passive``: torch's OpenMP workers sleep at barriers instead of spinning, which
+on cores shared with the other services made 2 torch threads 4-10x slower than 1
+(``bench/results/threads.md``); with one thread (the default) it changes nothing."""
+
+
+def child_env(
+    base: Mapping[str, str],
+    env: Mapping[str, str],
+    service_env: Mapping[str, str],
+    replica: Replica,
+) -> dict[str, str]:
+    """The environment of one replica's process: ``CHILD_DEFAULTS``, then ``base`` (the
+    supervisor's own), the stack's ``env``, the service's own (its credentials), its replica
+    number and unbuffered output."""
+    return {
+        **CHILD_DEFAULTS,
+        **base,
+        **env,
+        **service_env,
+        "AIOS_REPLICA": str(replica.index),
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 class Supervisor:
@@ -160,13 +195,7 @@ class Supervisor:
                     await self._stop.wait()
 
     async def _run_once(self, r: Replica) -> int:
-        env = {
-            **os.environ,
-            **self.env,
-            **self.service_env.get(r.service.name, {}),
-            "AIOS_REPLICA": str(r.index),
-            "PYTHONUNBUFFERED": "1",
-        }
+        env = child_env(os.environ, self.env, self.service_env.get(r.service.name, {}), r)
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

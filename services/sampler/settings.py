@@ -22,7 +22,12 @@ class SamplerSettings(ServiceSettings):
     seed: int = 0
     """Mixed into every derived sampling seed: the same seed reproduces a run."""
     torch_threads: int = 1
-    """Threads torch may use (services share 2 cores)."""
+    """Intra-op threads torch may use. 1, from measurements (``bench/results/threads.md``): the
+    tiny student's ops are too small to gain from a second thread, and with OpenMP's default
+    spinning workers 2 threads ran 4-10x slower than 1 on 2 cores shared with the other
+    services (the supervisor now starts services with ``OMP_WAIT_POLICY=passive``). Raise it on
+    a machine with cores to spare, for a bigger student. Inter-op threads are left at torch's
+    default: these eager workloads do not use that pool."""
 
     def __post_init__(self) -> None:
         if self.max_batch < 1:

@@ -25,7 +25,12 @@ class TrainerServiceSettings(ServiceSettings):
     read_timeout_s: float = 30.0
     """Deadline for reading an update's episodes from the stream."""
     torch_threads: int = 1
-    """Threads torch may use (services share 2 cores)."""
+    """Intra-op threads torch may use. 1, from measurements (``bench/results/threads.md``): the
+    tiny student's ops are too small to gain from a second thread, and with OpenMP's default
+    spinning workers 2 threads ran 4-10x slower than 1 on 2 cores shared with the other
+    services (the supervisor now starts services with ``OMP_WAIT_POLICY=passive``). Raise it on
+    a machine with cores to spare, for a bigger student. Inter-op threads are left at torch's
+    default: these eager workloads do not use that pool."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("tiny", "hf", "minilm"):
