@@ -31,7 +31,10 @@ schema:
 bench *ARGS:
     {{venv}}/python bench/bus.py {{ARGS}}
     {{venv}}/python bench/sampler.py {{ARGS}}
+    {{venv}}/python bench/reload.py {{ARGS}}
     {{venv}}/python bench/trainer.py {{ARGS}}
+    {{venv}}/python bench/threads.py {{ARGS}}
+    {{venv}}/python bench/pipeline.py {{ARGS}}
     {{venv}}/python bench/shell.py {{ARGS}}
     {{venv}}/python bench/learning.py {{ARGS}}
     {{venv}}/python bench/fuzz.py {{ARGS}}
