@@ -99,7 +99,7 @@ from aios_rl.envs.orchestrator import baselines
 from aios_rl.envs.orchestrator import generate as orchestrator_split
 from aios_rl.envs.orchestrator.adapter import OrchestratorHost
 from aios_rl.envs.runner import RunnerSettings, completed_episode
-from aios_rl.envs.shell.episode import EpisodeResult, ShellEpisode
+from aios_rl.envs.shell.episode import EpisodeResult, ShellEnvConfig, ShellEpisode
 from aios_rl.envs.shell.generate import generate
 from aios_rl.envs.shell.sandbox import Executor, policy_executor
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
@@ -218,9 +218,16 @@ class Actor:
     """Runs episodes of one student in the sandbox, ``workers`` at a time (the student is
     shared: its calls are serialised; the sandboxed commands run in parallel)."""
 
-    def __init__(self, model: StudentBackend, executor: Executor, workers: int) -> None:
+    def __init__(
+        self,
+        model: StudentBackend,
+        executor: Executor,
+        workers: int,
+        config: ShellEnvConfig | None = None,
+    ) -> None:
         self.model = model
         self.executor = executor
+        self.config = config
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(workers)
 
@@ -228,7 +235,7 @@ class Actor:
         self, task: ShellTask, *, seed: int, temperature: float, group: str
     ) -> tuple[Episode, EpisodeResult]:
         steps: list[TrajectoryStep] = []
-        with ShellEpisode(task, self.executor, seed=seed) as env:
+        with ShellEpisode(task, self.executor, config=self.config, seed=seed) as env:
             while not env.done:
                 obs, cands = env.observation, env.candidates
                 decision = Decision(obs, tuple(cands), seed=seed * 1_000_003 + len(steps))
@@ -404,9 +411,15 @@ async def train_one(
     actor_for: Callable[[StudentBackend], Rollouts],
     log: Callable[[str], None],
     backend: str = "tiny",
+    *,
+    student: Callable[[int], StudentBackend] | None = None,
+    trainer: dict | None = None,
 ) -> dict:
+    """Train a fresh student of ``backend`` (or ``student(seed)``) from scratch and score it on
+    ``heldout`` before and after; ``trainer`` overrides fields of the campaign's
+    ``TrainerSettings`` (the learning rate is ``s.learning_rate``)."""
     torch.manual_seed(seed)
-    model = new_student(backend, seed=seed)
+    model = student(seed) if student is not None else new_student(backend, seed=seed)
     actor = actor_for(model)
     n = len(heldout)
     clock = {"rollouts_s": 0.0, "updates_s": 0.0}
@@ -414,7 +427,9 @@ async def train_one(
     before = await score(actor, heldout, "before")
     clock["eval_before_s"] = time.perf_counter() - started
     log(f"seed {seed}: untrained held-out success {sum(before[:n]) / n:.0%}")
-    config = update_config(TrainerSettings(learning_rate=s.learning_rate, seed=seed))
+    config = update_config(
+        TrainerSettings(learning_rate=s.learning_rate, seed=seed, **(trainer or {}))
+    )
     rng = random.Random(f"learning:{seed}")
     by_id = {t.task_id: t for t in train}
     curve = []
@@ -450,7 +465,15 @@ async def train_one(
     }
 
 
-async def measure(s: Settings, log: Callable[[str], None], backend: str = "tiny") -> dict:
+async def measure(
+    s: Settings,
+    log: Callable[[str], None],
+    backend: str = "tiny",
+    *,
+    student: Callable[[int], StudentBackend] | None = None,
+    trainer: dict | None = None,
+    env: ShellEnvConfig | None = None,
+) -> dict:
     torch.set_num_threads(1)
     executor = policy_executor()
     cache = RunCache(default_cache_dir())
@@ -459,7 +482,15 @@ async def measure(s: Settings, log: Callable[[str], None], backend: str = "tiny"
     heldout = generate(s.heldout_tasks, 0, "heldout", cache=cache)
     return {
         str(seed): await train_one(
-            seed, s, train, heldout, lambda m: Actor(m, executor, s.workers), log, backend
+            seed,
+            s,
+            train,
+            heldout,
+            lambda m: Actor(m, executor, s.workers, env),
+            log,
+            backend,
+            student=student,
+            trainer=trainer,
         )
         for seed in s.seeds
     }
@@ -840,8 +871,15 @@ def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--env", choices=tuple(ENVS), default="shell")
     pre.add_argument("--student", choices=("tiny", "minilm"), default="tiny")
+    pre.add_argument("--ablate", action="store_true")
     known, rest = pre.parse_known_args(argv)
     env = known.env
+    if known.ablate:
+        if env != "shell" or known.student != "tiny":
+            raise SystemExit("--ablate studies the tiny student on shell tasks only")
+        import learning_ablation
+
+        return learning_ablation.main(rest)
     if known.student == "minilm":
         if env != "shell":
             raise SystemExit("--student minilm compares the students on shell tasks only")

@@ -153,6 +153,27 @@ def test_undo_restores_the_file(sandbox: Sandbox) -> None:
     assert BREAK_SUB in trajectory[2][1]  # offered again after the undo
 
 
+def test_the_observation_can_name_the_edits_undone(sandbox: Sandbox) -> None:
+    actions = [BREAK_SUB, RUN_TESTS, UNDO, FIX_ADD, UNDO, SUBMIT]
+    _, shown = play(calc_task(), sandbox, actions, config=ShellEnvConfig(show_undone=True))
+    assert "edits undone" not in shown[2][0]
+    assert "edits undone: calc.py:10 (tests: 3 failing);" in shown[3][0]
+    assert (
+        "edits undone: calc.py:10 (tests: 3 failing), "
+        "calc.py:2 (tests: not run since the last change);" in shown[5][0]
+    )
+    _, plain = play(calc_task(), sandbox, actions)
+    assert all("edits undone" not in obs for obs, _, _ in plain)
+
+
+def test_an_undone_edit_can_be_withheld(sandbox: Sandbox) -> None:
+    actions = [BREAK_SUB, UNDO, SUBMIT]
+    _, shown = play(calc_task(), sandbox, actions, config=ShellEnvConfig(offer_undone=False))
+    assert BREAK_SUB not in shown[2][1] and FIX_ADD in shown[2][1]
+    _, plain = play(calc_task(), sandbox, actions)
+    assert BREAK_SUB in plain[2][1]
+
+
 def test_run_the_tests_reports_the_failures(sandbox: Sandbox) -> None:
     _, trajectory = play(calc_task(), sandbox, [RUN_TESTS, SUBMIT])
     seen = trajectory[1][0]

@@ -113,6 +113,13 @@ class ShellEnvConfig:
     """Reward taken per step beyond the shortest solution (two)."""
     allow_free_text: bool = True
     """Run actions that are not candidates as shell commands (else they are invalid)."""
+    show_undone: bool = False
+    """Name the edits tried and undone (with what the tests said then) in the observation's state
+    line, so a policy that searches can tell what it already tried (``bench/learning.py
+    --ablate`` measures what it is worth)."""
+    offer_undone: bool = True
+    """Offer an edit again after it was undone (``False``: an undone edit is not offered again,
+    which makes a search over the edits a walk without repeats; an ablation of the same bench)."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -357,6 +364,9 @@ class ShellEpisode:
         self.invalid_streak = 0
         self.applied: list[tuple[str, str, str]] = []
         """(label, path, text before) of each applied edit, oldest first."""
+        self.undone_labels: set[str] = set()
+        self.undone: dict[str, str] = {}
+        """Short label (``path:line``) of each edit undone -> what the tests said then."""
         self.result: EpisodeResult | None = None
         self._code_paths = [p for p in task.files if p not in task.test_files]
         self._greps = _grep_names(task, self.config.max_greps)
@@ -397,6 +407,8 @@ class ShellEpisode:
         out = [RUN_TESTS]
         out += [f"show {path}:{a}-{b}" for path, a, b in self._regions]
         out += [f"grep {name}" for name in self._greps]
+        if not self.config.offer_undone:
+            applied |= {e.label for e in self.task.candidate_edits if e.label in self.undone_labels}
         out += [e.label for e in self.task.candidate_edits if e.label not in applied]
         if self.applied:
             out.append(UNDO)
@@ -415,9 +427,14 @@ class ShellEpisode:
             if self.applied
             else "none"
         )
+        undone = ""
+        if self.config.show_undone and self.undone:
+            undone = "; edits undone: " + ", ".join(
+                f"{label} (tests: {tests})" for label, tests in self.undone.items()
+            )
         return (
             f"{self._summary}\n"
-            f"[step {self.steps + 1} of {self.max_steps}; edits applied: {applied}; "
+            f"[step {self.steps + 1} of {self.max_steps}; edits applied: {applied}{undone}; "
             f"tests: {self.tests_state}]\n"
             f"$ {self.last_action}\n{self.last_output}"
         )
@@ -533,6 +550,8 @@ class ShellEpisode:
 
     def _undo(self) -> str:
         label, path, before = self.applied.pop()
+        self.undone[label.split(": ", 1)[0]] = self.tests_state
+        self.undone_labels.add(label)
         try:
             write_text(self.workdir, path, before)
         except (UnsafePath, OSError) as exc:
