@@ -227,6 +227,30 @@ class Bus:
             raise BusError(f"cannot read consumer {durable!r} of {stream!r}: {exc!r}") from exc
         return info.config.ack_wait
 
+    async def subject_counts(self, stream: str) -> dict[str, int]:
+        """Messages ``stream`` holds per subject (``{}`` when there is no such stream). Raises
+        ``BusError`` when JetStream fails."""
+        try:
+            info = await self.js.stream_info(stream, subjects_filter=">")
+        except nats.js.errors.NotFoundError:
+            return {}
+        except nats.errors.Error as exc:
+            raise BusError(f"cannot read stream {stream!r}: {exc!r}") from exc
+        return dict(info.state.subjects or {})
+
+    async def consumer_lag(self, stream: str) -> dict[str, int]:
+        """Durable consumer name -> messages of ``stream`` not yet delivered to it (``{}`` when
+        there is no such stream). Raises ``BusError`` when JetStream fails."""
+        try:
+            infos = await self.js.consumers_info(stream)
+        except nats.js.errors.NotFoundError:
+            return {}
+        except nats.errors.Error as exc:
+            raise BusError(f"cannot list the consumers of {stream!r}: {exc!r}") from exc
+        return {
+            c.config.durable_name: int(c.num_pending or 0) for c in infos if c.config.durable_name
+        }
+
     async def put_object(self, bucket: str, name: str, data: bytes) -> None:
         """Store ``data`` as ``name`` in the Object Store ``bucket`` (its full name).
 

@@ -124,6 +124,13 @@ SERVICES: tuple[ServiceEntry, ...] = (
         "the local web sites browser episodes run against (HTTP); opens and judges their sessions",
         scalable=False,  # a session's state lives in the process its URL reaches
     ),
+    ServiceEntry(
+        "dashboard",
+        "services.dashboard",
+        "read-only live view of the bus (HTTP, port 8400 or the next free one) and Prometheus "
+        "metrics",
+        scalable=False,  # each instance serves its own port
+    ),
 )
 
 

@@ -409,6 +409,19 @@ class CheckpointRegistry:
                 result,
             ) from exc
 
+    def watch_all(
+        self, *, check_every: float = 1.0
+    ) -> _kv.KvWatch[CheckpointPointers | CheckpointMeta]:
+        """The pointers and every checkpoint's metadata now, then each write: the whole lineage
+        live (the dashboard's graph). Corrupt revisions are skipped and counted."""
+
+        def decode(entry: _kv.KvEntry) -> CheckpointPointers | CheckpointMeta | None:
+            if entry.key == Names.key_pointers():
+                return _pointers(entry)
+            return _meta(entry)
+
+        return self._kv.watch(">", decode, check_every=check_every)
+
     def watch(self, *, check_every: float = 1.0) -> _kv.KvWatch[CheckpointPointers]:
         """The pointers now (if ever written), then after every move, for hot reload::
 

@@ -226,3 +226,10 @@ class ControlStore:
         ``skipped``) a revision that is not a snapshot instead of raising, so a follower keeps
         its last good snapshot (see :class:`aios_rl.state._kv.KvWatch`)."""
         return self._kv.watch(key, _decode, check_every=check_every)
+
+    def watch(
+        self, owner: Literal["campaign", "rail", "gateway"], *, check_every: float = 1.0
+    ) -> _kv.KvWatch[ControlSnapshot]:
+        """One owner's snapshots (every campaign's, or every RAIL controller's): the newest of
+        each now, then every write. Corrupt revisions are skipped and counted."""
+        return self._kv.watch(f"{owner}.*", _decode, check_every=check_every)

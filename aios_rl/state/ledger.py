@@ -101,3 +101,8 @@ class Ledger:
         pattern = _kv.family(Names.key_epoch(campaign_id, 0))
         entries = await self._kv.read(pattern, history=False)
         return sorted((r for r in map(_decode, entries) if r is not None), key=lambda r: r.epoch)
+
+    def watch(self, *, check_every: float = 1.0) -> _kv.KvWatch[EpochRecord]:
+        """Every campaign's epoch records: the newest of each now, then every rewrite (the
+        dashboard's live view). A corrupt revision is skipped and counted, never raised."""
+        return self._kv.watch("*.*", _decode, check_every=check_every)

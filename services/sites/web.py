@@ -9,23 +9,19 @@ state (what the same actions always lead to).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
-import socket
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aios_rl.bus import get_logger
 from aios_rl.envs.browser.flows import products_of, slug
+from aios_rl.httpserve import http_task
 
 from . import logic
 from .handlers import SitesState
@@ -241,75 +237,22 @@ def build_app(state: SitesState, clock: Callable[[], float] = time.monotonic) ->
 # -- the server -----------------------------------------------------------------------------------
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: the service owns SIGTERM / SIGINT and stops the
-    server by cancelling its task."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, backlog=256)
-
-
-def _url_host(host: str) -> str:
-    if host in ("", "0.0.0.0"):
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host
-
-
 def http_server(app: Starlette, settings: SitesSettings, state: SitesState):
     """Background task: bind ``settings.host``:``settings.port`` (0: a free port), set
     ``state.base_url`` and ``state.listening``, serve ``app`` until cancelled, then shut down
     gracefully. Raises ``OSError`` when the address cannot be bound, ``RuntimeError`` when the
     server stops by itself."""
 
-    async def serve_http() -> None:
-        try:
-            sock = _bind(settings.host, settings.port)
-        except OSError as exc:
-            raise OSError(
-                exc.errno,
-                f"the sites service cannot listen on {settings.host}:{settings.port} "
-                f"({exc.strerror}); choose another --port / AIOS_PORT (0: any free port)",
-            ) from exc
-        port = sock.getsockname()[1]
-        state.base_url = (
-            settings.public_url.rstrip("/") or f"http://{_url_host(settings.host)}:{port}"
-        )
-        server = _Server(
-            uvicorn.Config(
-                app,
-                host=settings.host,
-                port=port,
-                log_level="warning",
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-                timeout_graceful_shutdown=2,
-            )
-        )
-        serving = asyncio.create_task(server.serve(sockets=[sock]), name="sites-http")
-        # The socket listens already: a browser sent here now waits in the backlog until
-        # uvicorn accepts.
+    def listening(base_url: str) -> None:
+        state.base_url = base_url
         state.listening.set()
-        get_logger(service="sites").info(
-            "http.listening", url=state.base_url, bound=f"{settings.host}:{port}"
-        )
-        try:
-            await asyncio.shield(serving)
-        finally:
-            state.listening.clear()
-            server.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError):
-                await serving
-            sock.close()
-        raise RuntimeError("the HTTP server stopped by itself")
 
-    serve_http.__name__ = "serve_http"
-    return serve_http
+    return http_task(
+        app,
+        service="sites",
+        host=settings.host,
+        port=settings.port,
+        public_url=settings.public_url,
+        on_listening=listening,
+        on_stopped=state.listening.clear,
+    )

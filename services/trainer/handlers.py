@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 
 import torch
 
@@ -150,7 +151,9 @@ class Trainer:
             fresh=len(fresh),
             offline=len(neutral) + len(positive) + len(negative),
         )
+        started = time.perf_counter()
         metrics = await asyncio.to_thread(update, model, reference, train_batch, config)
+        metrics["update_s"] = time.perf_counter() - started
         if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
             raise PermanentError(
                 f"update {req.update_id} diverged: the weights are no longer finite "

@@ -1,0 +1,105 @@
+"""Serving an ASGI app (Starlette) on uvicorn inside a service: bound before it is announced,
+stopped by cancelling its task (the service owns SIGTERM / SIGINT). Shared by the services
+with an HTTP side (``sites``, ``dashboard``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+import uvicorn
+
+from .bus import get_logger
+
+__all__ = ["bind", "http_task", "url_host"]
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handlers: the service owns SIGTERM / SIGINT and stops the
+    server by cancelling its task."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (0: any free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=256)
+
+
+def url_host(host: str) -> str:
+    """The host part of a URL that reaches a server bound to ``host`` from this machine."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def http_task(
+    app: Any,
+    *,
+    service: str,
+    host: str,
+    port: int,
+    public_url: str = "",
+    on_listening: Callable[[str], None],
+    on_stopped: Callable[[], None] = lambda: None,
+    fallback: bool = False,
+) -> Callable[[], Coroutine[Any, Any, None]]:
+    """Background task: bind ``host``:``port`` (0: a free port), call ``on_listening(base_url)``
+    (``public_url`` when given, else ``http://<host>:<bound port>``), serve ``app`` until
+    cancelled, then call ``on_stopped`` and shut down gracefully. With ``fallback``, a port
+    already taken gives way to any free one. Raises ``OSError`` when the address cannot be
+    bound, ``RuntimeError`` when the server stops by itself."""
+
+    async def serve_http() -> None:
+        try:
+            try:
+                sock = bind(host, port)
+            except OSError:
+                if not (fallback and port):
+                    raise
+                sock = bind(host, 0)
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"the {service} service cannot listen on {host}:{port} "
+                f"({exc.strerror}); choose another --port / AIOS_PORT (0: any free port)",
+            ) from exc
+        bound = sock.getsockname()[1]
+        base_url = public_url.rstrip("/") or f"http://{url_host(host)}:{bound}"
+        server = _Server(
+            uvicorn.Config(
+                app,
+                host=host,
+                port=bound,
+                log_level="warning",
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=2,
+            )
+        )
+        serving = asyncio.create_task(server.serve(sockets=[sock]), name=f"{service}-http")
+        # The socket listens already: a browser sent here now waits in the backlog until
+        # uvicorn accepts.
+        on_listening(base_url)
+        get_logger(service=service).info("http.listening", url=base_url, bound=f"{host}:{bound}")
+        try:
+            await asyncio.shield(serving)
+        finally:
+            on_stopped()
+            server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+            sock.close()
+        raise RuntimeError("the HTTP server stopped by itself")
+
+    serve_http.__name__ = "serve_http"
+    return serve_http

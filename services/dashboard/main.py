@@ -1,0 +1,67 @@
+"""Entry point: ``python -m services.dashboard``.
+
+Read-only: it watches and reads the bus, never publishes to a pipeline subject, never moves a
+pointer. Any number of instances may run (each keeps its own view).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from aios_rl.httpserve import http_task
+from aios_rl.state import Objects
+from contracts.subjects import OBJECTS_EVIDENCE
+
+from . import __version__
+from .handlers import DashboardState, watchers
+from .logic import View
+from .settings import DashboardSettings
+from .web import build_app
+
+
+def build(bus: Bus, settings: DashboardSettings) -> tuple[Service, DashboardState]:
+    """The dashboard service on ``bus`` and its state, not yet running."""
+    svc = Service(
+        bus,
+        name="dashboard",
+        version=__version__,
+        shutdown_grace_s=settings.shutdown_grace_s,
+        description="Read-only live view of the bus (HTTP) and Prometheus metrics.",
+    )
+    state = DashboardState(View(feed_size=settings.feed_size))
+    evidence = Objects(bus, bus.names.bucket(OBJECTS_EVIDENCE))
+    app = build_app(state, evidence.get)
+
+    def listening(base_url: str) -> None:
+        state.base_url = base_url
+        state.listening.set()
+
+    svc.task(
+        http_task(
+            app,
+            service="dashboard",
+            host=settings.host,
+            port=settings.port,
+            public_url=settings.public_url,
+            on_listening=listening,
+            on_stopped=state.listening.clear,
+            fallback=settings.port_fallback,
+        )
+    )
+    for task in watchers(bus, state, refresh_s=settings.refresh_s, history_s=settings.history_s):
+        svc.task(task)
+    svc.stats(
+        lambda: {
+            "episodes": float(len(state.view.feed)),
+            "campaigns": float(len(state.view.records)),
+            "checkpoints": float(len(state.view.metas)),
+            "skipped": float(state.skipped),
+        }
+    )
+    return svc, state
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = load_settings(DashboardSettings, argv, prog="aios-rl-dashboard")
+    run_service("dashboard", settings, lambda bus: build(bus, settings)[0].run())
