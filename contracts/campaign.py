@@ -27,6 +27,7 @@ __all__ = [
     "EpochRecord",
     "GatewaySettings",
     "GroupContrast",
+    "HeldoutScore",
     "RailState",
     "RolloutAccount",
     "RolloutSummary",
@@ -287,6 +288,26 @@ class EpochRecord(Message, frozen=True, kw_only=True):
     """What the epoch's rollouts cost, by the campaign's strategy."""
     groups: list[GroupContrast] = []
     """Each task's group contrast before and after its continuations."""
+
+
+class HeldoutScore(Message, frozen=True, kw_only=True):
+    """A policy's score on held-out tasks, measured for a campaign after one of its epochs (by
+    the command that ran it). Kept in KV ``ledger`` under ``Names.key_heldout``; ``aios-rl
+    report`` and the dashboard draw it beside the rollout success."""
+
+    SCHEMA = "heldout_score.v1"
+
+    campaign_id: str
+    epoch: int
+    """The policy scored was active when this epoch began (the campaign's last epoch + 1: the
+    policy it ended with)."""
+    checkpoint_id: str
+    environment: str = "shell"
+    split: str = "heldout"
+    tasks: int = 0
+    successes: int = 0
+    mean_reward: float = 0.0
+    at: float = 0.0
 
 
 class EpochArrivals(Message, frozen=True, kw_only=True):

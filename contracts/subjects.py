@@ -188,6 +188,11 @@ class Names:
         return f"{_token(campaign_id, 'campaign id')}.{epoch:06d}"
 
     @staticmethod
+    def key_heldout(campaign_id: str, epoch: int) -> str:
+        """The held-out score of the policy active when ``epoch`` of a campaign began."""
+        return f"heldout.{_token(campaign_id, 'campaign id')}.{epoch:06d}"
+
+    @staticmethod
     def key_arrivals(campaign_id: str, epoch: int) -> str:
         """The campaign's record of which scheduled episodes of an epoch have come back."""
         return f"arrivals.{_token(campaign_id, 'campaign id')}.{epoch:06d}"

@@ -298,6 +298,15 @@ async def test_the_users_journey_shares_one_store(tmp_path: Path) -> None:
     code, out, err = await _run("campaign", "status", "--store", store, "--nats-url", url)
     assert code == 0, err
     assert f"campaign {campaign}: finished" in out
+    code, out, err = await _run(
+        "report", "--json", "--out", str(tmp_path / "report"), "--store", store, "--nats-url", url
+    )
+    assert code == 0, err
+    files = [Path(f) for f in json.loads(out)["files"]]
+    assert {f.suffix for f in files} == {".png", ".md"} and all(f.stat().st_size for f in files)
+    summary = (tmp_path / "report" / "README.md").read_text()
+    assert f"# Campaign {campaign}" in summary
+    assert f"Final policy {active[:12]}: held-out success" in summary  # demo stored its scores
     code, out, err = await _run("services", "--store", store, "--nats-url", url)
     assert code == 1 and "no server is running" in err
 

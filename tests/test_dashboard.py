@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -328,3 +329,93 @@ async def test_the_metrics_endpoint_and_the_state_api(dash: Dash) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         await asyncio.to_thread(get, "/api/episode/no-such-episode")
     assert err.value.code == 404
+
+
+# -- aios-rl report ---------------------------------------------------------------------------------
+
+
+def test_the_report_writes_real_pngs_and_a_summary_that_embeds_them(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from aios_rl.cli.plots import CAPTIONS, DPI, FIGURE_SIZE, write_report
+    from contracts import HeldoutScore, RolloutAccount
+
+    records = [
+        msgspec.structs.replace(
+            record(e, moves=1),
+            rollouts=RolloutAccount(strategy="uniform", base=16, policy_calls=40 + e, references=4),
+        )
+        for e in range(3)
+    ]
+    heldout = [
+        HeldoutScore(campaign_id="c1", epoch=e, checkpoint_id=f"k{e}", tasks=10, successes=e + 1)
+        for e in range(4)
+    ]
+    written = write_report(tmp_path / "r", "c1", records, heldout)
+    pngs = [p for p in written if p.suffix == ".png"]
+    assert [p.stem for p in pngs] == list(CAPTIONS)
+    want = (round(FIGURE_SIZE[0] * DPI), round(FIGURE_SIZE[1] * DPI))
+    for p in pngs:
+        with Image.open(p) as img:
+            img.verify()
+        with Image.open(p) as img:
+            assert img.format == "PNG" and img.size == want
+            # Not a blank canvas: a plot has many colours.
+            assert len(img.convert("RGB").getcolors(maxcolors=1 << 20) or []) > 20
+    md = (tmp_path / "r" / "README.md").read_text()
+    assert all(f"]({p.name})" in md for p in pngs)
+    assert "| 2 | better | promote | 16 | 37.5% |" in md  # (5 shell + 1 browser) / 16
+    assert "Final policy k3: held-out success 40.0% over 10 tasks." in md
+
+
+# -- aios-rl dashboard --------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_dashboard_command_serves_the_state_until_stopped(
+    dash: Dash, tmp_path: Path
+) -> None:
+    await Ledger(dash.bus).put(record(5))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "aios_rl.cli",
+        "dashboard",
+        "--nats-url",
+        dash.bus.nc.connected_url.geturl(),  # type: ignore[union-attr]
+        "--namespace",
+        dash.bus.names.namespace,
+        "--port",
+        "0",
+        "--store",
+        str(tmp_path / "store"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        if not line.startswith("dashboard at http://127.0.0.1:"):
+            assert proc.stderr is not None
+            raise AssertionError(line + (await proc.stderr.read()).decode()[-3000:])
+        url = line.split()[2]
+
+        def first_snapshot_with_the_campaign() -> dict:
+            """Read the event stream until a snapshot shows epoch 5 of campaign c1 (the server
+            pushes one per change; the socket timeout bounds the wait)."""
+            with urllib.request.urlopen(url + "/events", timeout=30) as events:
+                for raw in events:
+                    if raw.startswith(b"data: "):
+                        snap = json.loads(raw[6:])
+                        epochs = snap["campaigns"].get("c1", {}).get("epochs", [])
+                        if 5 in [e["epoch"] for e in epochs]:
+                            return snap
+            raise AssertionError("the event stream ended")
+
+        snap = await asyncio.to_thread(first_snapshot_with_the_campaign)
+        assert snap["campaigns"]["c1"]["epochs"][-1]["received"] == 16
+    finally:
+        proc.terminate()
+        code = await asyncio.wait_for(proc.wait(), 30)
+    assert code in (0, 130, -15), code

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from contracts import Episode, Names, RailState
+from contracts import Episode, HeldoutScore, Names, RailState
 
 from ..bus import Bus
 from ..envs.shell.generate import GenerationError, generate
@@ -397,6 +397,22 @@ async def train_and_report(
         for r in records
         if r.active_checkpoint in scores
     }
+    scored = [(r.epoch, r.active_checkpoint) for r in records if r.active_checkpoint in scores]
+    scored.append((records[-1].epoch + 1 if records else 0, final))
+    for epoch, checkpoint in scored:
+        summary = scores[checkpoint]  # type: ignore[index]
+        await Ledger(bus).put_heldout(
+            HeldoutScore(
+                campaign_id=campaign_id,
+                epoch=epoch,
+                checkpoint_id=checkpoint,  # type: ignore[arg-type]
+                environment=env,
+                tasks=summary.episodes,
+                successes=round(summary.success.value * summary.episodes),
+                mean_reward=summary.reward.value,
+                at=time.time(),
+            )
+        )
     code = 0 if end == "finished" else 1
     if args.json:
         print_json(

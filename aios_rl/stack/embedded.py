@@ -88,6 +88,10 @@ class Reader:
     source: Literal["server", "running", "store"]
     """``server``: the one at the URL; ``running``: another command's embedded server on the
     store; ``store``: a server started here on the store, with no services."""
+    user: str = ""
+    password: str = ""
+    """The login the connection used (empty: a server without users), for a process this
+    command starts on the same state (``aios-rl dashboard``)."""
 
 
 def has_state(store: Path) -> bool:
@@ -293,7 +297,13 @@ async def reader(
         async with connect(
             at, name=name, names=names, connect_deadline=5.0, user=user, password=password
         ) as bus:
-            yield Reader(bus=bus, url=at, source=source)  # type: ignore[arg-type]
+            yield Reader(
+                bus=bus,
+                url=at,
+                source=source,  # type: ignore[arg-type]
+                user=user,
+                password=password,
+            )
         return
     where = f"no NATS server answers at {url}" if url else "no NATS server is running"
     if not serve:
@@ -315,4 +325,10 @@ async def reader(
             password=kept.password if kept else "",
         ) as bus:
             await provision(bus)  # what a read expects exists, even in an older store
-            yield Reader(bus=bus, url=server.url, source="store")
+            yield Reader(
+                bus=bus,
+                url=server.url,
+                source="store",
+                user=kept.user if kept else "",
+                password=kept.password if kept else "",
+            )

@@ -216,7 +216,8 @@ class ControlStore:
         return out
 
     def watch(self, key: str, *, check_every: float = 1.0) -> _kv.KvWatch[ControlSnapshot]:
-        """The snapshot under ``key`` now (if any), then every write::
+        """The snapshot under ``key`` (or every key a wildcard matches: ``rail.*``) now, then
+        every write::
 
             async with store.watch(key) as updates:
                 async for snapshot in updates:
@@ -226,10 +227,3 @@ class ControlStore:
         ``skipped``) a revision that is not a snapshot instead of raising, so a follower keeps
         its last good snapshot (see :class:`aios_rl.state._kv.KvWatch`)."""
         return self._kv.watch(key, _decode, check_every=check_every)
-
-    def watch(
-        self, owner: Literal["campaign", "rail", "gateway"], *, check_every: float = 1.0
-    ) -> _kv.KvWatch[ControlSnapshot]:
-        """One owner's snapshots (every campaign's, or every RAIL controller's): the newest of
-        each now, then every write. Corrupt revisions are skipped and counted."""
-        return self._kv.watch(f"{owner}.*", _decode, check_every=check_every)

@@ -18,7 +18,7 @@ from typing import get_args, get_type_hints
 import msgspec
 
 from aios_rl.bus import Bus, BusError
-from contracts import CampaignEvent, EpochRecord, Names
+from contracts import CampaignEvent, EpochRecord, HeldoutScore, Names
 from contracts.subjects import BUCKET_LEDGER
 
 from . import _kv
@@ -45,6 +45,7 @@ class LedgerUnavailableError(LedgerError, UnavailableError):
 
 _encoder = msgspec.json.Encoder()
 _decode = EntryDecoder(EpochRecord, CorruptLedgerError, "ledger key", "an epoch record")
+_decode_heldout = EntryDecoder(HeldoutScore, CorruptLedgerError, "ledger key", "a held-out score")
 
 
 _KINDS = ErrorKinds(unavailable=LedgerUnavailableError)
@@ -101,6 +102,20 @@ class Ledger:
         pattern = _kv.family(Names.key_epoch(campaign_id, 0))
         entries = await self._kv.read(pattern, history=False)
         return sorted((r for r in map(_decode, entries) if r is not None), key=lambda r: r.epoch)
+
+    async def put_heldout(self, score: HeldoutScore) -> int:
+        """Store a held-out score of a campaign's policy (one per epoch; a later one for the
+        same epoch replaces it); returns the KV revision."""
+        return await self._kv.put(
+            Names.key_heldout(score.campaign_id, score.epoch), _encoder.encode(score)
+        )
+
+    async def heldout(self, campaign_id: str) -> list[HeldoutScore]:
+        """Every held-out score of a campaign, by epoch."""
+        pattern = _kv.family(Names.key_heldout(campaign_id, 0))
+        entries = await self._kv.read(pattern, history=False)
+        scores = (s for s in map(_decode_heldout, entries) if s is not None)
+        return sorted(scores, key=lambda s: s.epoch)
 
     def watch(self, *, check_every: float = 1.0) -> _kv.KvWatch[EpochRecord]:
         """Every campaign's epoch records: the newest of each now, then every rewrite (the

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from aios_rl.bus import Bus, discover, get_logger
+from aios_rl.state import family
 from aios_rl.state.checkpoints import CheckpointRegistry
 from aios_rl.state.control import ControlStore
 from aios_rl.state.ledger import Ledger
@@ -26,6 +27,7 @@ from contracts import (
     CheckpointMeta,
     CheckpointPointers,
     Episode,
+    Names,
     RailState,
 )
 from contracts.codec import DecodeError, Message
@@ -111,7 +113,8 @@ def watchers(
                 await state.notify()
 
     async def rail() -> None:
-        async with ControlStore(bus).watch("rail") as updates:
+        every_rail = family(Names.key_control("rail", "any"))
+        async with ControlStore(bus).watch(every_rail) as updates:
             async for snap in updates:
                 if isinstance(snap.state, RailState):
                     view.on_rail({"key": snap.key, **msgspec.to_builtins(snap.state)})
