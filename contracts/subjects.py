@@ -193,6 +193,11 @@ class Names:
         return f"heldout.{_token(campaign_id, 'campaign id')}.{epoch:06d}"
 
     @staticmethod
+    def key_heldouts() -> str:
+        """KV filter over every campaign's held-out scores."""
+        return "heldout.*.*"
+
+    @staticmethod
     def key_arrivals(campaign_id: str, epoch: int) -> str:
         """The campaign's record of which scheduled episodes of an epoch have come back."""
         return f"arrivals.{_token(campaign_id, 'campaign id')}.{epoch:06d}"

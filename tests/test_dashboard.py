@@ -31,6 +31,7 @@ from contracts import (
     EnvEpochStats,
     Episode,
     EpochRecord,
+    HeldoutScore,
     Names,
     PointerMove,
     TeacherHint,
@@ -268,6 +269,9 @@ async def test_the_page_follows_the_bus_live_and_drills_down(
         ids.append(meta.checkpoint_id)
     await registry.init(ids[0])
     await ledger.put(record(0))
+    await ledger.put_heldout(
+        HeldoutScore(campaign_id="c1", epoch=0, checkpoint_id=ids[0], tasks=10, successes=3)
+    )
 
     page = await browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
@@ -284,6 +288,8 @@ async def test_the_page_follows_the_bus_live_and_drills_down(
                 bus.names.episode("compared", "shell"), ep, msg_id=f"{ep.episode_id}:compared"
             )
         await page.locator('[data-testid="epoch-row"][data-epoch="1"]').wait_for(timeout=15_000)
+        held = page.locator('[data-testid="epoch-row"][data-epoch="0"]', has_text="30.0%")
+        await held.wait_for(timeout=15_000)  # the held-out score of epoch 0's policy
         assert await page.evaluate("window.loadedOnce === true")  # no reload happened
         for cid, marker in zip(ids, ("last_stable", "pre_update_ref", "active"), strict=True):
             node = page.locator(f'[data-testid="checkpoint"][data-id="{cid}"]')

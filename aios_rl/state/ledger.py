@@ -121,3 +121,7 @@ class Ledger:
         """Every campaign's epoch records: the newest of each now, then every rewrite (the
         dashboard's live view). A corrupt revision is skipped and counted, never raised."""
         return self._kv.watch("*.*", _decode, check_every=check_every)
+
+    def watch_heldout(self, *, check_every: float = 1.0) -> _kv.KvWatch[HeldoutScore]:
+        """Every campaign's held-out scores: the newest of each now, then every write."""
+        return self._kv.watch(Names.key_heldouts(), _decode_heldout, check_every=check_every)

@@ -103,6 +103,12 @@ def watchers(
                 view.on_epoch(record)
                 await state.notify()
 
+    async def heldout() -> None:
+        async with Ledger(bus).watch_heldout() as updates:
+            async for score in updates:
+                view.on_heldout(score)
+                await state.notify()
+
     async def lineage() -> None:
         async with CheckpointRegistry(bus).watch_all() as updates:
             async for item in updates:
@@ -188,6 +194,7 @@ def watchers(
         lambda n=name, f=fn: _forever(n, f)
         for name, fn in (
             ("ledger", ledger),
+            ("heldout", heldout),
             ("lineage", lineage),
             ("rail", rail),
             ("episodes", episodes),

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from contracts import CheckpointMeta, CheckpointPointers, Episode, EpochRecord
+from contracts import CheckpointMeta, CheckpointPointers, Episode, EpochRecord, HeldoutScore
 
 __all__ = [
     "LATENCY_BUCKETS",
@@ -151,10 +151,14 @@ def _rate(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
-def campaign_view(records: Iterable[EpochRecord]) -> dict[str, Any]:
+def campaign_view(
+    records: Iterable[EpochRecord], heldout: Iterable[HeldoutScore] = ()
+) -> dict[str, Any]:
     """One campaign's epochs for the page: per epoch the phase, verdict, decision, pointer
     moves, per-environment success and mean reward, lanes (better / same / worse / failed),
-    the rollouts spent by the strategy; and the curves over epochs."""
+    the rollouts spent by the strategy, the held-out success of the policy that ran it (when
+    measured); and the curves over epochs."""
+    held = {s.epoch: s for s in heldout}
     epochs = []
     for r in sorted(records, key=lambda r: r.epoch):
         per_env = {
@@ -191,6 +195,9 @@ def campaign_view(records: Iterable[EpochRecord]) -> dict[str, Any]:
                 | {"failed": lanes.get("comparison_failed", 0)},
                 "rollouts": msgspec.to_builtins(r.rollouts),
                 "degradation_streak": r.degradation_streak,
+                "heldout": _rate(held[r.epoch].successes, held[r.epoch].tasks)
+                if r.epoch in held
+                else None,
             }
         )
     done = [e for e in epochs if e["verdict"] is not None]
@@ -199,8 +206,18 @@ def campaign_view(records: Iterable[EpochRecord]) -> dict[str, Any]:
         "curves": {
             "epoch": [e["epoch"] for e in done],
             "success": [e["success"] for e in done],
+            "heldout": [e["heldout"] for e in done],
             "mean_reward": [e["mean_reward"] for e in done],
         },
+        "heldout": [
+            {
+                "epoch": s.epoch,
+                "success": _rate(s.successes, s.tasks),
+                "tasks": s.tasks,
+                "checkpoint_id": s.checkpoint_id,
+            }
+            for s in sorted(held.values(), key=lambda s: s.epoch)
+        ],
     }
 
 
@@ -257,6 +274,7 @@ class View:
     version: int = 0
     services: list[ServiceRow] = field(default_factory=list)
     records: dict[str, dict[int, EpochRecord]] = field(default_factory=dict)
+    heldout: dict[str, dict[int, HeldoutScore]] = field(default_factory=dict)
     pointers: CheckpointPointers = field(default_factory=CheckpointPointers)
     metas: dict[str, CheckpointMeta] = field(default_factory=dict)
     lanes: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -294,6 +312,12 @@ class View:
                 self.pointer_moves[m.pointer] += 1
         by_epoch[record.epoch] = record
         self._changed()
+
+    def on_heldout(self, score: HeldoutScore) -> None:
+        by_epoch = self.heldout.setdefault(score.campaign_id, {})
+        if by_epoch.get(score.epoch) != score:
+            by_epoch[score.epoch] = score
+            self._changed()
 
     def on_pointers(self, pointers: CheckpointPointers) -> None:
         if pointers != self.pointers:
@@ -368,7 +392,7 @@ class View:
             "services": [row.__dict__ for row in self.services],
             "dead_letters": dict(self.dead_letters),
             "campaigns": {
-                cid: campaign_view(by_epoch.values())
+                cid: campaign_view(by_epoch.values(), self.heldout.get(cid, {}).values())
                 for cid, by_epoch in sorted(
                     self.records.items(),
                     key=lambda kv: max(

@@ -146,15 +146,17 @@ function campaigns(s) {
       return `<tr data-testid="epoch-row" data-epoch="${e.epoch}"><td class="num">${e.epoch}</td>
         <td>${esc(e.phase)}</td><td>${tag(e.verdict)}</td><td>${tag(e.decision)}</td>
         <td class="num">${e.received}/${e.scheduled}</td><td class="num">${pct(e.success)}</td>
-        <td class="num">${num(e.mean_reward)}</td><td>${envs || "-"}</td>
+        <td class="num">${num(e.mean_reward)}</td><td class="num">${pct(e.heldout)}</td>
+        <td>${envs || "-"}</td>
         <td class="num">${e.lanes.better}/${e.lanes.same}/${e.lanes.worse}/${e.lanes.failed}</td>
         <td>${esc(r.strategy || "")} ${r.base ?? 0}+${r.continuations ?? 0}</td>
         <td class="muted">${moves || "-"}</td></tr>`;
     });
     return `<div data-testid="campaign" data-campaign="${esc(cid)}"><h3>${esc(cid)}</h3>
       ${curve(c.curves, "success", "rollout success")}
+      ${curve(c.curves, "heldout", "held-out success")}
       ${curve(c.curves, "mean_reward", "mean reward")}
-      ${table(["epoch", "phase", "verdict", "decision", "episodes", "success", "reward",
+      ${table(["epoch", "phase", "verdict", "decision", "episodes", "success", "reward", "held-out",
                "per environment (success / reward)", "better/same/worse/failed",
                "rollouts (base+cont.)", "pointer moves"], rows)}</div>`;
   }).join("");
