@@ -14,7 +14,7 @@ import uvicorn
 
 from .bus import get_logger
 
-__all__ = ["bind", "http_task", "url_host"]
+__all__ = ["bind", "http_task", "listen", "url_host"]
 
 
 class _Server(uvicorn.Server):
@@ -41,6 +41,30 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def listen(host: str, port: int, *, service: str, fallback: bool = False) -> socket.socket:
+    """A listening socket for ``service`` on ``host``:``port`` (0: any free port); with
+    ``fallback``, a port already taken gives way to any free one. Raises ``OSError`` with a
+    sentence saying what to change."""
+    try:
+        try:
+            return bind(host, port)
+        except OSError:
+            if not (fallback and port):
+                raise
+            return bind(host, 0)
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            f"the {service} service cannot listen on {host}:{port} "
+            f"({exc.strerror}); choose another --port / AIOS_PORT (0: any free port)",
+        ) from exc
+
+
+def base_url_of(sock: socket.socket, host: str, public_url: str = "") -> str:
+    """``public_url`` when given, else ``http://<host>:<the socket's port>``."""
+    return public_url.rstrip("/") or f"http://{url_host(host)}:{sock.getsockname()[1]}"
+
+
 def http_task(
     app: Any,
     *,
@@ -51,29 +75,19 @@ def http_task(
     on_listening: Callable[[str], None],
     on_stopped: Callable[[], None] = lambda: None,
     fallback: bool = False,
+    sock: socket.socket | None = None,
 ) -> Callable[[], Coroutine[Any, Any, None]]:
     """Background task: bind ``host``:``port`` (0: a free port), call ``on_listening(base_url)``
     (``public_url`` when given, else ``http://<host>:<bound port>``), serve ``app`` until
     cancelled, then call ``on_stopped`` and shut down gracefully. With ``fallback``, a port
-    already taken gives way to any free one. Raises ``OSError`` when the address cannot be
-    bound, ``RuntimeError`` when the server stops by itself."""
+    already taken gives way to any free one; ``sock``, bound already (:func:`listen`), is
+    served instead. Raises ``OSError`` when the address cannot be bound, ``RuntimeError`` when
+    the server stops by itself."""
 
     async def serve_http() -> None:
-        try:
-            try:
-                sock = bind(host, port)
-            except OSError:
-                if not (fallback and port):
-                    raise
-                sock = bind(host, 0)
-        except OSError as exc:
-            raise OSError(
-                exc.errno,
-                f"the {service} service cannot listen on {host}:{port} "
-                f"({exc.strerror}); choose another --port / AIOS_PORT (0: any free port)",
-            ) from exc
-        bound = sock.getsockname()[1]
-        base_url = public_url.rstrip("/") or f"http://{url_host(host)}:{bound}"
+        listening = sock or listen(host, port, service=service, fallback=fallback)
+        bound = listening.getsockname()[1]
+        base_url = base_url_of(listening, host, public_url)
         server = _Server(
             uvicorn.Config(
                 app,
@@ -86,7 +100,7 @@ def http_task(
                 timeout_graceful_shutdown=2,
             )
         )
-        serving = asyncio.create_task(server.serve(sockets=[sock]), name=f"{service}-http")
+        serving = asyncio.create_task(server.serve(sockets=[listening]), name=f"{service}-http")
         # The socket listens already: a browser sent here now waits in the backlog until
         # uvicorn accepts.
         on_listening(base_url)
@@ -98,7 +112,7 @@ def http_task(
             server.should_exit = True
             with contextlib.suppress(asyncio.CancelledError):
                 await serving
-            sock.close()
+            listening.close()
         raise RuntimeError("the HTTP server stopped by itself")
 
     serve_http.__name__ = "serve_http"

@@ -377,51 +377,58 @@ def test_the_report_writes_real_pngs_and_a_summary_that_embeds_them(tmp_path: Pa
 # -- aios-rl dashboard --------------------------------------------------------------------------------
 
 
+async def _dashboard_command(bus: Bus, store: Path) -> tuple[asyncio.subprocess.Process, str]:
+    """``aios-rl dashboard`` on ``bus``'s server and namespace: the process and its first line."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aios_rl.cli", "dashboard",
+        "--nats-url", bus.nc.connected_url.geturl(),  # type: ignore[union-attr]
+        "--namespace", bus.names.namespace, "--port", "0", "--store", str(store),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+    if not line.startswith("dashboard at http://127.0.0.1:"):
+        proc.terminate()
+        raise AssertionError(line + (await proc.stderr.read()).decode()[-3000:])
+    return proc, line
+
+
+def _snapshot_with_epoch(url: str, campaign: str, epoch: int) -> dict:
+    """Read the page's event stream until a snapshot shows ``epoch`` of ``campaign`` (the server
+    pushes one per change; the socket timeout bounds the wait)."""
+    with urllib.request.urlopen(url + "/events", timeout=30) as events:
+        for raw in events:
+            if raw.startswith(b"data: "):
+                snap = json.loads(raw[6:])
+                epochs = snap["campaigns"].get(campaign, {}).get("epochs", [])
+                if epoch in [e["epoch"] for e in epochs]:
+                    return snap
+    raise AssertionError("the event stream ended")
+
+
 @pytest.mark.asyncio(loop_scope="module")
-async def test_the_dashboard_command_serves_the_state_until_stopped(
+async def test_the_dashboard_command_names_the_one_the_stack_serves(
     dash: Dash, tmp_path: Path
 ) -> None:
-    await Ledger(dash.bus).put(record(5))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "aios_rl.cli",
-        "dashboard",
-        "--nats-url",
-        dash.bus.nc.connected_url.geturl(),  # type: ignore[union-attr]
-        "--namespace",
-        dash.bus.names.namespace,
-        "--port",
-        "0",
-        "--store",
-        str(tmp_path / "store"),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        if not line.startswith("dashboard at http://127.0.0.1:"):
-            assert proc.stderr is not None
-            raise AssertionError(line + (await proc.stderr.read()).decode()[-3000:])
-        url = line.split()[2]
+    proc, line = await _dashboard_command(dash.bus, tmp_path / "store")
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+    assert line.split()[2] == dash.url and "served by the stack" in line
 
-        def first_snapshot_with_the_campaign() -> dict:
-            """Read the event stream until a snapshot shows epoch 5 of campaign c1 (the server
-            pushes one per change; the socket timeout bounds the wait)."""
-            with urllib.request.urlopen(url + "/events", timeout=30) as events:
-                for raw in events:
-                    if raw.startswith(b"data: "):
-                        snap = json.loads(raw[6:])
-                        epochs = snap["campaigns"].get("c1", {}).get("epochs", [])
-                        if 5 in [e["epoch"] for e in epochs]:
-                            return snap
-            raise AssertionError("the event stream ended")
 
-        snap = await asyncio.to_thread(first_snapshot_with_the_campaign)
-        assert snap["campaigns"]["c1"]["epochs"][-1]["received"] == 16
-    finally:
-        proc.terminate()
-        code = await asyncio.wait_for(proc.wait(), 30)
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_dashboard_command_serves_the_state_until_stopped(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    names = Names(f"t{uuid.uuid4().hex[:10]}")  # a stack without a dashboard
+    async with connect(nats_server.url, name="test-dashboard-cli", names=names) as bus:
+        await provision(bus)
+        await Ledger(bus).put(record(5))
+        proc, line = await _dashboard_command(bus, tmp_path / "store")
+        try:
+            assert "Ctrl-C to stop" in line
+            snap = await asyncio.to_thread(_snapshot_with_epoch, line.split()[2], "c1", 5)
+            assert snap["campaigns"]["c1"]["epochs"][-1]["received"] == 16
+        finally:
+            proc.terminate()
+            code = await asyncio.wait_for(proc.wait(), 30)
     assert code in (0, 130, -15), code

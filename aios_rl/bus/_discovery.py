@@ -43,6 +43,8 @@ class ServiceView(msgspec.Struct, kw_only=True):
     endpoints: list[EndpointView] = []
     consumers: list[ConsumerView] = []
     extra: dict[str, float] = {}
+    metadata: dict[str, str] = {}
+    """What the service put in its ``$SRV.INFO`` metadata (``url`` for the dashboard)."""
 
 
 async def gather(
@@ -133,6 +135,7 @@ def merge(
                 endpoints=endpoints,
                 consumers=consumers,
                 extra=extra,
+                metadata={str(k): str(v) for k, v in meta.items()},
             )
         )
     return sorted(views, key=lambda v: (v.name, v.id))

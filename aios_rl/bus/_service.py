@@ -23,7 +23,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -122,9 +122,12 @@ class Service:
         shutdown_grace_s: float = 10.0,
         fetch_timeout_s: float = 1.0,
         topology: Topology | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
         """``topology`` is where :meth:`consume` looks durable consumers up: the stack's, under
-        ``bus.names``, unless given (pass the one you gave :func:`provision`)."""
+        ``bus.names``, unless given (pass the one you gave :func:`provision`). ``metadata``
+        goes into its ``$SRV.INFO`` answer beside the namespace and pid (the dashboard's
+        URL, ...)."""
         self.bus = bus
         self.name = name
         self.version = version
@@ -132,6 +135,7 @@ class Service:
         self.shutdown_grace_s = shutdown_grace_s
         self.fetch_timeout_s = fetch_timeout_s
         self.instance = ""
+        self.metadata = dict(metadata or {})
         self.log = get_logger(service=name)
         self._endpoints: list[_Endpoint[Any, Any]] = []
         self._consumers: list[_Consumer[Any]] = []
@@ -258,7 +262,11 @@ class Service:
                 name=self.name,
                 version=self.version,
                 description=self.description,
-                metadata={"namespace": self.bus.names.namespace, "pid": str(os.getpid())},
+                metadata={
+                    **self.metadata,
+                    "namespace": self.bus.names.namespace,
+                    "pid": str(os.getpid()),
+                },
                 stats_handler=stats_handler,
             ),
         )

@@ -1,10 +1,11 @@
 """``aios-rl dashboard`` (the live view on a local port) and ``aios-rl report`` (a campaign's
 PNG plots and Markdown summary).
 
-``dashboard`` starts the read-only ``dashboard`` service on the state the other commands see
-(the server at ``--nats-url``, else the store's: another command's running stack, or the store
-alone), prints its URL and serves until Ctrl-C. ``aios-rl up`` runs one too (port 8400, or the
-next free one if taken; its log line ``http.listening`` names it).
+``dashboard`` prints the URL of the dashboard the running stack serves (``aios-rl up`` runs one:
+port 8400, or the next free one if taken; its URL is in its ``$SRV.INFO`` metadata). When no
+stack serves one (the store alone, or a server without it), it starts the read-only
+``dashboard`` service on the state the other commands see, prints its URL and serves until
+Ctrl-C.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..bus import discover
 from ..state.ledger import Ledger
 from ._common import CliError, bus_args, json_arg, read_state, run_until_interrupt, store_arg
 from .campaign import latest_campaign
@@ -89,6 +91,14 @@ async def _report(args: argparse.Namespace) -> int:
 
 async def _dashboard(args: argparse.Namespace) -> int:
     async with read_state(args, "aios-rl-dashboard") as state:
+        if state.source != "store":
+            running = await discover(state.bus.nc, namespace=args.namespace or "", window=0.3)
+            urls = sorted(
+                v.metadata["url"] for v in running if v.name == "dashboard" and "url" in v.metadata
+            )
+            if urls:
+                print(f"dashboard at {urls[0]} (served by the stack at {state.url})", flush=True)
+                return 0
         env = {
             **os.environ,
             "NATS_URL": state.url,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from aios_rl.httpserve import http_task
+from aios_rl.httpserve import base_url_of, http_task, listen
 from aios_rl.state import Objects
 from contracts.subjects import OBJECTS_EVIDENCE
 
@@ -21,13 +21,20 @@ from .web import build_app
 
 
 def build(bus: Bus, settings: DashboardSettings) -> tuple[Service, DashboardState]:
-    """The dashboard service on ``bus`` and its state, not yet running."""
+    """The dashboard service on ``bus`` and its state, not yet running: its port is bound
+    already, and its URL is in its ``$SRV.INFO`` metadata (``url``), so ``aios-rl
+    dashboard`` and tests find it. Raises ``OSError`` when the port cannot be bound."""
+    sock = listen(
+        settings.host, settings.port, service="dashboard", fallback=settings.port_fallback
+    )
+    url = base_url_of(sock, settings.host, settings.public_url)
     svc = Service(
         bus,
         name="dashboard",
         version=__version__,
         shutdown_grace_s=settings.shutdown_grace_s,
         description="Read-only live view of the bus (HTTP) and Prometheus metrics.",
+        metadata={"url": url},
     )
     state = DashboardState(View(feed_size=settings.feed_size))
     evidence = Objects(bus, bus.names.bucket(OBJECTS_EVIDENCE))
@@ -46,7 +53,7 @@ def build(bus: Bus, settings: DashboardSettings) -> tuple[Service, DashboardStat
             public_url=settings.public_url,
             on_listening=listening,
             on_stopped=state.listening.clear,
-            fallback=settings.port_fallback,
+            sock=sock,
         )
     )
     for task in watchers(bus, state, refresh_s=settings.refresh_s, history_s=settings.history_s):
