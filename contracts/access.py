@@ -260,9 +260,9 @@ def access(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> dict[s
         ),
         # Answers the browser runners; its pages are served over HTTP, not the bus.
         Access(user="sites", serves=(names.sites("*"),)),
-        # Reads only (what every service may read, discovery, ephemeral ordered consumers);
-        # serves its page over HTTP.
-        Access(user="dashboard"),
+        # Reads only (what every service may read, ephemeral ordered consumers) and asks
+        # nats.micro discovery who is running; serves its page over HTTP.
+        Access(user="dashboard", requests=("$SRV.INFO", "$SRV.STATS")),
         Access(
             user="replay",
             consumes=("replay",),

@@ -6,9 +6,26 @@ import msgspec
 
 from ._base import Message
 from .episode import Episode
-from .vocab import Environment
+from .vocab import Environment, Lane
 
-__all__ = ["ReplayBatch", "ReplaySampleRequest"]
+__all__ = ["ReplayBatch", "ReplaySampleRequest", "lane_for"]
+
+_BY_VERDICT: dict[str, Lane] = {"better": "positive", "same": "neutral", "worse": "negative"}
+
+
+def lane_for(ep: Episode) -> Lane | None:
+    """The replay lane ``ep`` belongs in (the replay service routes by it; the dashboard shows
+    it), or ``None`` when it is not a training rollout: a teacher's borderline case goes to
+    ``diagnostic_only`` whatever the comparison says; otherwise the comparison's verdict decides
+    (better: ``positive``, same: ``neutral``, worse: ``negative``); a failed comparison, or none,
+    goes to ``diagnostic_only``."""
+    if ep.role != "rollout":
+        return None
+    if ep.teacher_signal is not None and ep.teacher_signal.boundary:
+        return "diagnostic_only"
+    if ep.comparison is None:
+        return "diagnostic_only"
+    return _BY_VERDICT.get(ep.comparison.verdict, "diagnostic_only")
 
 
 class ReplaySampleRequest(Message, frozen=True, kw_only=True):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import urllib.request
 import uuid
@@ -244,10 +243,9 @@ async def browser() -> AsyncIterator[Any]:
 
 
 async def _shot(page: Any, name: str, tmp: Path) -> None:
-    """A screenshot (into docs/ when AIOS_DOCS_SCREENSHOTS=1, else the test's directory); it must
-    be a real PNG."""
-    out = REPO / "docs" if os.environ.get("AIOS_DOCS_SCREENSHOTS") == "1" else tmp
-    data = await page.screenshot(path=str(out / name), full_page=True)
+    """A screenshot into the test's directory: it must be a real PNG (docs/ holds the real
+    stack's, from tests/test_dashboard_stack.py)."""
+    data = await page.screenshot(path=str(tmp / name), full_page=True)
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 
 

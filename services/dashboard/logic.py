@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from contracts import CheckpointMeta, CheckpointPointers, Episode, EpochRecord, HeldoutScore
+from contracts.replay import lane_for
 
 __all__ = [
     "LATENCY_BUCKETS",
@@ -86,7 +87,7 @@ def episode_row(ep: Episode) -> dict[str, Any]:
         "outcome": ep.outcome,
         "reward": ep.reward if ep.reward is not None else ep.env_reward,
         "verdict": ep.comparison.verdict if ep.comparison else None,
-        "lane": ep.lane,
+        "lane": ep.lane or lane_for(ep),
         "steps": len(ep.trajectory),
         "checkpoint_id": ep.checkpoint_id,
         "at": ep.timings.stages.get("compared") or ep.timings.finished_at,

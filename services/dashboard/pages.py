@@ -170,11 +170,11 @@ function lineage(s) {
     depthRows[n.seq] = (depthRows[n.seq] || 0) + 1;
     rowOf[n.id] = depthRows[n.seq] - 1;
   });
-  const pos = (n) => [30 + n.seq * 120, 30 + rowOf[n.id] * 60];
+  const pos = (n) => [30 + n.seq * 120, 20 + rowOf[n.id] * 80];
   const byId = Object.fromEntries(g.nodes.map((n) => [n.id, n]));
   const maxSeq = Math.max(...g.nodes.map((n) => n.seq));
   const maxRow = Math.max(...Object.values(rowOf));
-  const w = 80 + maxSeq * 120, h = 80 + maxRow * 60;
+  const w = 100 + maxSeq * 120, h = 90 + maxRow * 80;
   const edges = g.edges.map(([a, b]) => {
     const [x1, y1] = pos(byId[a]), [x2, y2] = pos(byId[b]);
     return `<line x1="${x1}" y1="${y1}" x2="${x2}" y2="${y2}" stroke="#99a"/>`;
@@ -184,8 +184,9 @@ function lineage(s) {
     const fill = n.markers.includes("active") ? "#3465a4" : n.markers.length ? "#8fb3e0" : "#ccd";
     return `<g data-testid="checkpoint" data-id="${esc(n.id)}" data-markers="${n.markers.join(" ")}">
       <circle cx="${x}" cy="${y}" r="9" fill="${fill}"/>
-      <text x="${x - 20}" y="${y + 24}">${short(n.id).slice(0, 8)}</text>
-      <text x="${x + 12}" y="${y - 6}" fill="#1f4f8f">${n.markers.map(esc).join(", ")}</text></g>`;
+      <text x="${x - 22}" y="${y + 24}">${short(n.id).slice(0, 8)}</text>
+      ${n.markers.map((m, i) => `<text x="${x - 22}" y="${y + 38 + 13 * i}"
+        fill="#1f4f8f">${esc(m)}</text>`).join("")}</g>`;
   }).join("");
   const p = g.pointers;
   return `<svg width="${w}" height="${h}">${edges}${nodes}</svg>

@@ -36,7 +36,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from contracts import LANES, Episode, Lane, ReplaySampleRequest
+from contracts import LANES, Lane, ReplaySampleRequest
+from contracts.replay import lane_for
 
 __all__ = [
     "TRAINABLE_LANES",
@@ -52,20 +53,6 @@ __all__ = [
 
 TRAINABLE_LANES: tuple[Lane, ...] = ("positive", "neutral", "negative")
 """The lanes a sample may draw from, in plan order; ``diagnostic_only`` is never served."""
-
-_BY_VERDICT: dict[str, Lane] = {"better": "positive", "same": "neutral", "worse": "negative"}
-
-
-def lane_for(ep: Episode) -> Lane | None:
-    """The lane ``ep`` belongs in, or ``None`` when it is not a training rollout."""
-    if ep.role != "rollout":
-        return None
-    if ep.teacher_signal is not None and ep.teacher_signal.boundary:
-        return "diagnostic_only"
-    if ep.comparison is None:
-        return "diagnostic_only"
-    return _BY_VERDICT.get(ep.comparison.verdict, "diagnostic_only")
-
 
 # -- the index ------------------------------------------------------------------------------------
 
