@@ -22,17 +22,20 @@ from prometheus_client.parser import text_string_to_metric_families
 from aios_rl.bus import Bus, connect, provision
 from aios_rl.stack.natsd import NatsServer
 from aios_rl.state.checkpoints import CheckpointRegistry
+from aios_rl.state.control import ControlStore
 from aios_rl.state.ledger import Ledger
 from contracts import (
     CheckpointMeta,
     CheckpointPointers,
     ComparisonResult,
+    ControlSnapshot,
     EnvEpochStats,
     Episode,
     EpochRecord,
     HeldoutScore,
     Names,
     PointerMove,
+    RailState,
     TeacherHint,
     TeacherSignal,
     TrajectoryStep,
@@ -293,6 +296,20 @@ async def test_the_page_follows_the_bus_live_and_drills_down(
             node = page.locator(f'[data-testid="checkpoint"][data-id="{cid}"]')
             await node.wait_for(timeout=15_000)
             assert marker in (await node.get_attribute("data-markers") or "").split()
+        await ControlStore(bus).save(
+            ControlSnapshot(
+                key=Names.key_control("rail", "c1"),
+                state=RailState(
+                    mode="live", campaign_id="c1", traces_seen=42, sign_agreement=0.71,
+                    mae_online=0.12, mae_frozen=0.2, eta=0.05,
+                    actions={"branch": {"width-2": 5, "skip": 3}},
+                ),
+            ),
+            0,
+        )  # fmt: skip
+        rail = page.locator('[data-testid="rail"]', has_text="0.710")
+        await rail.wait_for(timeout=15_000)
+        assert "live" in await rail.inner_text() and "width-2 5" in await rail.inner_text()
         row = page.locator('[data-testid="episode-row"][data-id="ep-4"]')
         await row.wait_for(timeout=15_000)
         await _shot(page, "dashboard.png", tmp_path)
