@@ -473,13 +473,19 @@ async def measure(
     student: Callable[[int], StudentBackend] | None = None,
     trainer: dict | None = None,
     env: ShellEnvConfig | None = None,
+    score_on_train: bool = False,
 ) -> dict:
+    """Train and score a fresh student per seed on shell tasks (see the module docstring);
+    ``score_on_train`` scores it on the first ``heldout_tasks`` tasks of the train split
+    instead (a diagnostic: how well it does on the tasks it trained on)."""
     torch.set_num_threads(1)
     executor = policy_executor()
     cache = RunCache(default_cache_dir())
     log(f"generating {s.train_tasks} train and {s.heldout_tasks} held-out tasks (cached)")
     train = generate(s.train_tasks, 0, "train", cache=cache)
     heldout = generate(s.heldout_tasks, 0, "heldout", cache=cache)
+    if score_on_train:
+        heldout = train[: s.heldout_tasks]
     return {
         str(seed): await train_one(
             seed,

@@ -25,7 +25,7 @@ from ._errors import (
     ServiceError,
 )
 from ._logging import configure_logging, get_logger
-from ._provision import provision
+from ._provision import jetstream_ready, provision
 from ._run import run_service
 from ._service import ConsumerHandler, EndpointHandler, Service
 from ._settings import ServiceSettings, explain_settings, field_docs, load_settings
@@ -52,6 +52,7 @@ __all__ = [
     "explain_settings",
     "field_docs",
     "get_logger",
+    "jetstream_ready",
     "load_settings",
     "merge",
     "provision",

@@ -353,7 +353,7 @@ async def connect(
     try:
         async with asyncio.timeout(connect_deadline):
             await nc.connect(
-                url,
+                [u.strip() for u in url.split(",") if u.strip()],  # a cluster: any member
                 name=name,
                 connect_timeout=2,
                 allow_reconnect=True,

@@ -14,6 +14,7 @@ it instead of resetting the declared one."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import nats.errors
@@ -27,7 +28,14 @@ from ._bus import Bus
 from ._errors import ProvisionError
 from ._logging import get_logger
 
-__all__ = ["ACK_WAIT_OVERRIDE", "apply_ack_wait", "consumer_config", "provision", "stream_config"]
+__all__ = [
+    "ACK_WAIT_OVERRIDE",
+    "apply_ack_wait",
+    "consumer_config",
+    "jetstream_ready",
+    "provision",
+    "stream_config",
+]
 
 ACK_WAIT_OVERRIDE = "aios_ack_wait_s"
 """Consumer metadata key: the ack wait (seconds) its service set in place of the declared one."""
@@ -50,8 +58,9 @@ _RETENTION = {
 }
 
 
-def stream_config(spec: StreamSpec) -> api.StreamConfig:
-    """The nats-py config for a declared stream."""
+def stream_config(spec: StreamSpec, replicas: int | None = None) -> api.StreamConfig:
+    """The nats-py config for a declared stream, with ``replicas`` copies (``None``: one for a
+    new stream; an existing one keeps its own)."""
     return api.StreamConfig(
         name=spec.name,
         description=spec.description or None,
@@ -63,6 +72,7 @@ def stream_config(spec: StreamSpec) -> api.StreamConfig:
         max_bytes=spec.max_bytes,
         duplicate_window=spec.duplicate_window_s,
         allow_direct=True,
+        num_replicas=replicas or 1,
     )
 
 
@@ -162,7 +172,9 @@ _STREAM_MANAGED = (
 """The stream settings provisioning owns."""
 
 
-def _stream_differs(actual: api.StreamConfig, wanted: api.StreamConfig) -> bool:
+def _stream_differs(
+    actual: api.StreamConfig, wanted: api.StreamConfig, replicas: int | None = None
+) -> bool:
     def norm(cfg: api.StreamConfig, field: str) -> object:
         value = getattr(cfg, field)
         if field == "subjects":
@@ -171,12 +183,14 @@ def _stream_differs(actual: api.StreamConfig, wanted: api.StreamConfig) -> bool:
             return value or None
         return value
 
+    if replicas is not None and (actual.num_replicas or 1) != replicas:
+        return True
     return any(norm(actual, f) != norm(wanted, f) for f in _STREAM_MANAGED)
 
 
-async def _bucket(js: JetStreamContext, b: BucketSpec) -> None:
-    """Create the KV bucket ``b``, or bring an existing one's history, TTL and description to
-    the declaration (its keys stay)."""
+async def _bucket(js: JetStreamContext, b: BucketSpec, replicas: int | None) -> None:
+    """Create the KV bucket ``b``, or bring an existing one's history, TTL, description (and
+    replicas, when given) to the declaration (its keys stay)."""
     try:
         info = await js.stream_info(f"KV_{b.name}")
     except nats.js.errors.NotFoundError:
@@ -187,6 +201,7 @@ async def _bucket(js: JetStreamContext, b: BucketSpec) -> None:
                     history=b.history,
                     description=b.description or None,
                     ttl=b.ttl_s or None,
+                    replicas=replicas or 1,
                 )
             )
             return
@@ -194,28 +209,55 @@ async def _bucket(js: JetStreamContext, b: BucketSpec) -> None:
             info = await js.stream_info(f"KV_{b.name}")  # created meanwhile: check it below
     cfg = info.config
     want_age = b.ttl_s or None
-    if (cfg.max_msgs_per_subject, cfg.max_age or None, cfg.description or None) != (
-        b.history,
-        want_age,
-        b.description or None,
-    ):
+    want_replicas = replicas or cfg.num_replicas or 1
+    if (
+        cfg.max_msgs_per_subject,
+        cfg.max_age or None,
+        cfg.description or None,
+        cfg.num_replicas or 1,
+    ) != (b.history, want_age, b.description or None, want_replicas):
         cfg.max_msgs_per_subject = b.history
         cfg.max_age = want_age
         cfg.description = b.description or None
+        cfg.num_replicas = want_replicas
         await js.update_stream(cfg)
         get_logger().info("kv.bucket_updated", bucket=b.name, history=b.history, ttl_s=b.ttl_s)
 
 
-async def provision(bus: Bus, topo: Topology | None = None) -> Topology:
+async def jetstream_ready(bus: Bus, within: float = 60.0) -> None:
+    """Wait until JetStream answers (a new cluster elects its meta leader first: seconds).
+    Raises ``ProvisionError`` when it has not within ``within`` seconds."""
+    last: Exception | None = None
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                try:
+                    await bus.js.account_info()
+                    return
+                except nats.errors.Error as exc:
+                    last = exc  # no meta leader yet: each try waits for its own timeout
+                    await asyncio.sleep(0.2)
+    except TimeoutError:
+        raise ProvisionError(f"JetStream did not answer within {within:g} s: {last!r}") from None
+
+
+async def provision(
+    bus: Bus, topo: Topology | None = None, *, replicas: int | None = None
+) -> Topology:
     """Create or update every stream, durable consumer, KV bucket and object store of ``topo``
-    (the stack's topology under ``bus.names`` by default). Safe to call from every service at
-    start-up, concurrently. Raises ``ProvisionError`` when JetStream refuses a resource."""
+    (the stack's topology under ``bus.names`` by default). ``replicas``: how many servers keep
+    a copy of each (3 in a cluster, 1 on one server); existing resources are brought to it.
+    ``None`` (what services pass) creates with one and leaves existing ones' replicas alone.
+    Safe to call from every service at start-up, concurrently. Raises ``ProvisionError`` when
+    JetStream refuses a resource."""
+    if replicas is not None and not 1 <= replicas <= 5:
+        raise ProvisionError(f"replicas must be between 1 and 5, not {replicas}")
     topo = topo or topology(bus.names)
     js = bus.js
     log = get_logger()
     try:
         for s in topo.streams:
-            cfg = stream_config(s)
+            cfg = stream_config(s, replicas)
             try:
                 current = (await js.stream_info(s.name)).config
             except nats.js.errors.NotFoundError:
@@ -226,8 +268,10 @@ async def provision(bus: Bus, topo: Topology | None = None) -> Topology:
                     continue
                 except nats.js.errors.BadRequestError:
                     pass  # created meanwhile with another config: bring it to the declared one
-            elif not _stream_differs(current, cfg):
+            elif not _stream_differs(current, cfg, replicas):
                 continue
+            if replicas is None and current is not None:
+                cfg.num_replicas = current.num_replicas  # a service never changes replicas
             await js.update_stream(cfg)
         for c in topo.consumers:
             try:
@@ -251,14 +295,23 @@ async def provision(bus: Bus, topo: Topology | None = None) -> Topology:
                         f"declared {c.filter_subject!r}: delete it to re-create"
                     ) from None
         for b in topo.buckets:
-            await _bucket(js, b)
+            await _bucket(js, b, replicas)
         for o in topo.object_stores:
             try:
                 await js.object_store(o.name)
             except nats.js.errors.BucketNotFoundError:
                 await js.create_object_store(
-                    o.name, api.ObjectStoreConfig(description=o.description or None)
+                    o.name,
+                    api.ObjectStoreConfig(
+                        description=o.description or None, replicas=replicas or 1
+                    ),
                 )
+                continue
+            if replicas is not None:
+                info = await js.stream_info(f"OBJ_{o.name}")
+                if (info.config.num_replicas or 1) != replicas:
+                    info.config.num_replicas = replicas
+                    await js.update_stream(info.config)
     except nats.js.errors.APIError as exc:
         raise ProvisionError(f"JetStream refused the topology: {exc}") from exc
     except nats.errors.TimeoutError as exc:

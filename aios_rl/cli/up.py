@@ -20,10 +20,10 @@ from pathlib import Path
 from contracts import ENVIRONMENTS, Names, topology
 from contracts.subjects import runner_name
 
-from ..bus import BusError, ConnectError, connect, discover, provision
+from ..bus import BusError, ConnectError, connect, discover, jetstream_ready, provision
 from ..stack import SERVICES
 from ..stack.auth import StackAuth, credentials_env, existing, prepare
-from ..stack.natsd import NatsServer, NatsServerError
+from ..stack.natsd import NatsCluster, NatsServer, NatsServerError
 from ..stack.supervisor import Replica, Supervisor, parse_scale, plan
 from ..stack.tls import TlsError
 from ._common import CliError, bus_args, port
@@ -76,12 +76,48 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "--env-module YOUR.MODULE)",
     )
     up.add_argument(
+        "--cluster",
+        type=_cluster_size,
+        default=0,
+        metavar="N",
+        help="run N embedded nats-servers as one JetStream cluster (routes on loopback, a store "
+        "each under <data-dir>/cluster/); streams and buckets get 3 replicas (--replicas)",
+    )
+    up.add_argument(
+        "--replicas",
+        type=_replicas,
+        default=None,
+        metavar="R",
+        help="copies of every stream, KV bucket and object store (1-5; default 3 in a cluster, "
+        "else 1); existing ones are brought to R",
+    )
+    up.add_argument(
         "--insecure",
         action="store_true",
         help="no NATS users or permissions: anyone who reaches the port can do anything "
         "(development only; see docs/security.md)",
     )
     up.set_defaults(run=_run)
+
+
+def _cluster_size(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of servers") from None
+    if not 1 <= n <= 7:
+        raise argparse.ArgumentTypeError(f"a local cluster has 1 to 7 servers, not {n}")
+    return n
+
+
+def _replicas(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of replicas") from None
+    if not 1 <= n <= 5:
+        raise argparse.ArgumentTypeError(f"replicas must be 1 to 5 (JetStream's limit), not {n}")
+    return n
 
 
 def _env_name(text: str) -> str:
@@ -100,6 +136,7 @@ async def _running_singletons(
     replicas: list[Replica],
     auth: StackAuth | None,
     environments: list[str] | None = None,
+    stream_replicas: int | None = None,
 ) -> list[str]:
     """The services of ``replicas`` that cannot share their work and already run in the
     namespace (each with its pid): a second ``up`` must not start them twice. Provisions the
@@ -120,7 +157,12 @@ async def _running_singletons(
             wanted = {r.service.name for r in replicas if not r.service.scalable}
             running = sorted(f"{v.name} (pid {v.pid})" for v in found if v.name in wanted)
             if not running:
-                await provision(bus, topology(bus.names, (*ENVIRONMENTS, *(environments or ()))))
+                await jetstream_ready(bus)  # a new cluster elects its meta leader first
+                await provision(
+                    bus,
+                    topology(bus.names, (*ENVIRONMENTS, *(environments or ()))),
+                    replicas=stream_replicas,
+                )
             return running
     except ConnectError as exc:
         raise CliError(f"no NATS server answers at {url}: {exc}") from exc
@@ -131,8 +173,15 @@ async def _running_singletons(
 def _run(args: argparse.Namespace) -> int:
     only = [n.strip() for n in args.only.split(",") if n.strip()] or None
     replicas = plan(SERVICES, scale=parse_scale(args.scale, [s.name for s in SERVICES]), only=only)
-    server: NatsServer | None = None
+    server: NatsServer | NatsCluster | None = None
     url = args.nats_url
+    if args.cluster and url:
+        raise CliError("--cluster starts its own servers: drop --nats-url")
+    if args.replicas and args.replicas > max(args.cluster, 1) and not url:
+        raise CliError(
+            f"--replicas {args.replicas} needs at least {args.replicas} servers (--cluster)"
+        )
+    stream_replicas = args.replicas or (min(3, args.cluster) if args.cluster else None)
     names = Names(args.namespace)
     users = [r.service.name for r in replicas]
     auth: StackAuth | None = None
@@ -147,7 +196,21 @@ def _run(args: argparse.Namespace) -> int:
             )
         except TlsError as exc:
             raise CliError(str(exc)) from exc
-    if not url:
+    if not url and args.cluster:
+        server = NatsCluster(
+            Path(args.data_dir) / "cluster",
+            args.cluster,
+            port=args.nats_port,
+            config=auth.config if auth else None,
+        )
+        try:
+            server.start()
+        except NatsServerError as exc:
+            raise CliError(
+                f"{exc} (is another stack running? try --nats-port, --data-dir)"
+            ) from exc
+        url = server.url
+    elif not url:
         data = Path(args.data_dir) / "nats"
         server = NatsServer(
             data,
@@ -164,7 +227,9 @@ def _run(args: argparse.Namespace) -> int:
         url = server.url
     try:
         running = asyncio.run(
-            _running_singletons(url, args.namespace, replicas, auth, list(args.env))
+            _running_singletons(
+                url, args.namespace, replicas, auth, list(args.env), stream_replicas
+            )
         )
     except BaseException:
         if server is not None:
@@ -186,11 +251,15 @@ def _run(args: argparse.Namespace) -> int:
     }
     service_env = auth.service_env if auth else {u: credentials_env(None) for u in users}
     sup = Supervisor(replicas, env=env, service_env=service_env)
-    where = (
-        f"embedded NATS at {url} (data {Path(args.data_dir) / 'nats'})"
-        if server
-        else f"NATS at {url}"
-    )
+    if isinstance(server, NatsCluster):
+        where = (
+            f"embedded NATS cluster of {args.cluster} at {url} (data "
+            f"{Path(args.data_dir) / 'cluster'}; {stream_replicas} replicas)"
+        )
+    elif server:
+        where = f"embedded NATS at {url} (data {Path(args.data_dir) / 'nats'})"
+    else:
+        where = f"NATS at {url}"
     if auth is not None:
         where += f", users and permissions from {auth.config.parent}"
         where += f", TLS (CA {auth.ca})" if auth.ca else ""

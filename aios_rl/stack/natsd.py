@@ -19,6 +19,7 @@ from typing import IO
 from ._proc import die_with_parent
 
 __all__ = [
+    "NatsCluster",
     "NatsServer",
     "NatsServerError",
     "check_port",
@@ -99,10 +100,20 @@ class NatsServer:
         host: str = "127.0.0.1",
         log_file: str | os.PathLike[str] | None = None,
         config: str | os.PathLike[str] | None = None,
+        cluster_port: int | None = None,
+        routes: tuple[str, ...] = (),
+        cluster_name: str = "aios",
+        name: str = "",
     ) -> None:
+        """``cluster_port`` and ``routes`` make it a member of a JetStream cluster (see
+        :class:`NatsCluster`); ``name`` is its server name (default ``aios-<port>``)."""
         self.data_dir = Path(data_dir)
+        self.cluster_port = cluster_port
+        self.routes = routes
+        self.cluster_name = cluster_name
         self.host = host
         self.port = port or free_port()
+        self.name = name or f"aios-{self.port}"
         self.monitor_port = monitor_port if monitor_port is not None else free_port()
         self.log_file = Path(log_file) if log_file else self.data_dir / "nats-server.log"
         self.config = Path(config) if config else None
@@ -124,6 +135,8 @@ class NatsServer:
         self._ready.clear()
         check_port(self.port, self.host)
         check_port(self.monitor_port, self.host)
+        if self.cluster_port:
+            check_port(self.cluster_port, self.host)
         self._lock_store()
         cmd = [
             find_nats_server(),
@@ -137,7 +150,19 @@ class NatsServer:
             "-sd",
             str(self.data_dir / "jetstream"),
             "--server_name",
-            f"aios-{self.port}",
+            self.name,
+            *(
+                [
+                    "--cluster_name",
+                    self.cluster_name,
+                    "--cluster",
+                    f"nats://{self.host}:{self.cluster_port}",
+                    "--routes",
+                    ",".join(self.routes),
+                ]
+                if self.cluster_port
+                else []
+            ),
             *(["-c", str(self.config)] if self.config else []),
         ]
         self.proc = subprocess.Popen(
@@ -233,6 +258,71 @@ class NatsServer:
         self._unlock_store()
 
     def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class NatsCluster:
+    """``size`` local nats-servers clustered with JetStream (routes on loopback, a store each
+    under ``data_dir/node-<i>``), for development and tests. ``url`` names every member, so a
+    client reconnects to any of them; :meth:`kill` and :meth:`restart` one member for failure
+    tests. Use as a context manager; raises ``NatsServerError`` when a member cannot start."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        size: int = 3,
+        *,
+        port: int | None = None,
+        config: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """``port``: the first member's client port (the others take free ones); ``config``:
+        the users and permissions every member enforces (``stack.auth``)."""
+        if size < 1:
+            raise NatsServerError(f"a cluster needs at least one server, not {size}")
+        self.data_dir = Path(data_dir)
+        ports = [port or free_port()] + [free_port() for _ in range(size - 1)]
+        routes = [free_port() for _ in range(size)]
+        self.servers = [
+            NatsServer(
+                self.data_dir / f"node-{i}",
+                port=ports[i],
+                cluster_port=routes[i],
+                routes=tuple(f"nats://127.0.0.1:{r}" for j, r in enumerate(routes) if j != i),
+                name=f"aios-node-{i}",
+                config=config,
+            )
+            for i in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        return ",".join(s.url for s in self.servers)
+
+    def start(self, timeout: float = 30.0) -> NatsCluster:
+        try:
+            for server in self.servers:
+                server.start(timeout)
+        except NatsServerError:
+            self.stop()
+            raise
+        return self
+
+    def kill(self, index: int) -> None:
+        """SIGKILL member ``index``."""
+        self.servers[index].kill()
+
+    def restart(self, index: int, timeout: float = 30.0) -> None:
+        """Start member ``index`` again on its port and store."""
+        self.servers[index].start(timeout)
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+    def __enter__(self) -> NatsCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,160 @@
+"""The stack on a local three-node JetStream cluster (3 replicas of every stream, KV bucket and
+object store): provisioning sets and keeps the replicas, and during a shell campaign the server
+that leads the episode stream is SIGKILLed, then, after it is back and caught up, the next
+leader: the campaign completes with every scheduled episode compared exactly once and the
+checkpoint pointers consistent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections import Counter
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from aios_rl.bus import Bus, connect, discover, jetstream_ready, provision
+from aios_rl.stack import SERVICES
+from aios_rl.stack.natsd import NatsCluster
+from aios_rl.state.checkpoints import CheckpointRegistry
+from aios_rl.state.ledger import Ledger
+from contracts import Episode, Names
+from contracts.subjects import STREAM_EPISODES
+
+from .support import eventually
+
+CAMPAIGN = "clustered"
+
+
+async def _leader(bus: Bus, stream: str) -> str | None:
+    info = await bus.js.stream_info(stream)
+    return info.cluster.leader if info.cluster else None
+
+
+async def _caught_up(bus: Bus, stream: str, size: int) -> bool | None:
+    """True once ``stream`` has a leader and every replica is current (else ``None``)."""
+    try:
+        info = await bus.js.stream_info(stream)
+    except Exception:
+        return None
+    c = info.cluster
+    if c is None or not c.leader:
+        return None
+    replicas = c.replicas or []
+    if len(replicas) == size - 1 and all(r.current and not r.offline for r in replicas):
+        return True
+    return None
+
+
+@pytest.mark.slow
+async def test_provisioning_sets_and_keeps_the_replicas(tmp_path: Path) -> None:
+    with NatsCluster(tmp_path / "c", 3) as cluster:
+        async with connect(cluster.url, name="test-cluster", names=Names("r")) as bus:
+            await jetstream_ready(bus)
+            await provision(bus, replicas=3)
+            for stream in ("r_EPISODES", "KV_r_checkpoints", "OBJ_r_weights"):
+                info = await bus.js.stream_info(stream)
+                assert info.config.num_replicas == 3, stream
+                assert info.cluster is not None and len(info.cluster.replicas or []) == 2
+            await provision(bus)  # a service's provisioning leaves the replicas alone
+            assert (await bus.js.stream_info("r_EPISODES")).config.num_replicas == 3
+            await provision(bus, replicas=1)  # the admin may bring them down again
+            assert (await bus.js.stream_info("KV_r_control")).config.num_replicas == 1
+
+
+@pytest.mark.slow
+async def test_a_campaign_survives_losing_the_episode_streams_leader_twice(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "AIOS_LOG_FORMAT": "json", "COLUMNS": "220"}
+    env.pop("NATS_URL", None)
+    env.pop("AIOS_NAMESPACE", None)
+    with NatsCluster(tmp_path / "cluster", 3) as cluster:
+        url = cluster.url
+        log = open(tmp_path / "up.log", "wb")  # noqa: ASYNC230 - the stack's logs, for diagnosis
+        async with connect(url, name="test-cluster", connect_deadline=30) as bus:
+            await jetstream_ready(bus)
+            up = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "aios_rl.cli", "up", "--nats-url", url, "--insecure",
+                "--replicas", "3", "--data-dir", str(tmp_path / "aios"),
+                stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
+            )  # fmt: skip
+            try:
+                wanted = {s.name for s in SERVICES if s.replicas > 0}
+                views: list = []
+                async with asyncio.timeout(180):
+                    while not wanted <= {v.name for v in views}:
+                        views = await discover(bus.nc, window=0.2)  # each round waits for replies
+                stream = bus.names.stream(STREAM_EPISODES)
+                assert (await bus.js.stream_info(stream)).config.num_replicas == 3
+                train = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "aios_rl.cli", "shell", "train",
+                    "--epochs", "2", "--tasks-per-epoch", "4", "--group-size", "2",
+                    "--train-tasks", "8", "--heldout", "2", "--campaign-id", CAMPAIGN,
+                    "--nats-url", url, "--insecure",
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+                )  # fmt: skip
+                done = asyncio.create_task(train.communicate())
+
+                async def episodes_stored(at_least: int) -> int | None:
+                    try:
+                        n = (await bus.js.stream_info(stream)).state.messages
+                    except Exception:
+                        return None
+                    return n if n >= at_least else None
+
+                killed = []
+                for _ in range(2):
+                    seen = await eventually(
+                        lambda: episodes_stored(len(killed) * 40 + 10),
+                        within=300,
+                        what="episodes flowing",
+                    )
+                    leader = await eventually(
+                        lambda: _leader(bus, stream), within=60, what="a stream leader"
+                    )
+                    index = int(leader.rsplit("-", 1)[1])
+                    assert not done.done(), "the campaign ended before the kill"
+                    cluster.kill(index)
+                    killed.append((leader, seen))
+                    await eventually(
+                        lambda n=seen + 10: episodes_stored(n),
+                        within=300,
+                        what="episodes after a kill",
+                    )
+                    cluster.restart(index)
+                    await eventually(
+                        lambda: _caught_up(bus, stream, 3), within=120, what="the replicas current"
+                    )
+                out, err = await asyncio.wait_for(done, 900)
+                assert train.returncode == 0, (out.decode()[-3000:], err.decode()[-3000:])
+                records = await Ledger(bus).records(CAMPAIGN)
+                compared: Counter[str] = Counter()
+                async for m in bus.read_stream(stream, bus.names.episode("compared", "shell")):
+                    ep = msgspec.json.decode(m.data, type=Episode)
+                    if ep.campaign_id == CAMPAIGN and ep.role == "rollout":
+                        compared[ep.episode_id] += 1
+                pointers, _ = await CheckpointRegistry(bus).pointers()
+                snap = await CheckpointRegistry(bus).snapshot()
+            finally:
+                up.send_signal(signal.SIGINT)
+                await asyncio.wait_for(up.wait(), 60)
+                log.close()
+    assert len(killed) == 2 and len({k for k, _ in killed}) >= 1, killed
+    assert [r.epoch for r in records] == [0, 1]
+    for r in records:
+        assert r.received == r.scheduled and r.missing == 0, r
+    rollouts = sum(s.episodes for r in records for s in r.per_env.values())
+    assert len(compared) == rollouts  # none lost
+    assert set(compared.values()) == {1}, [k for k, n in compared.items() if n > 1]  # none twice
+    for name in ("active", "pre_update_ref", "last_stable"):
+        cid = getattr(pointers, name)
+        assert cid is None or cid in snap.metas, (name, cid)
+    lineage, at = [], pointers.active
+    while at:
+        lineage.append(at)
+        at = snap.metas[at].parent_id
+    assert snap.metas[lineage[-1]].created_by == "init"
