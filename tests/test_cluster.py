@@ -158,3 +158,62 @@ async def test_a_campaign_survives_losing_the_episode_streams_leader_twice(
         lineage.append(at)
         at = snap.metas[at].parent_id
     assert snap.metas[lineage[-1]].created_by == "init"
+
+
+@pytest.mark.slow
+async def test_up_cluster_runs_three_servers_with_three_replicas(tmp_path: Path) -> None:
+    from aios_rl.stack.natsd import free_port
+
+    from .support import admin_of
+
+    env = {**os.environ, "AIOS_LOG_FORMAT": "json"}
+    env.pop("NATS_URL", None)
+    env.pop("AIOS_NAMESPACE", None)
+    port, data = free_port(), tmp_path / "aios"
+    up = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aios_rl.cli", "up", "--cluster", "3", "--only", "reward",
+        "--nats-port", str(port), "--data-dir", str(data),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    try:
+        assert up.stdout is not None
+        first = (await asyncio.wait_for(up.stdout.readline(), 120)).decode()
+        assert "embedded NATS cluster of 3 at nats://127.0.0.1:" in first, first
+        url = first.split(" at ", 1)[1].split()[0]
+        assert len(url.split(",")) == 3
+        admin = await admin_of(data)
+        async with connect(url, name="test-up-cluster", **admin) as bus:
+            views: list = []
+            async with asyncio.timeout(120):
+                while "reward" not in {v.name for v in views}:
+                    views = await discover(bus.nc, window=0.2)  # each round waits for replies
+            for stream in ("EPISODES", "KV_ledger", "OBJ_weights"):
+                assert (await bus.js.stream_info(stream)).config.num_replicas == 3, stream
+    finally:
+        up.send_signal(signal.SIGINT)
+        out, _ = await asyncio.wait_for(up.communicate(), 60)
+    assert up.returncode == 0 and b"embedded NATS stopped" in out
+
+
+async def test_serve_runs_one_service_against_a_server_elsewhere(
+    bus: Bus, nats_url: str, tmp_path: Path
+) -> None:
+    """``aios-rl serve reward`` on another "host" (a process with only the URL): it joins the
+    stack's namespace and answers discovery; SIGTERM stops it cleanly."""
+    env = {**os.environ, "AIOS_LOG_FORMAT": "json"}
+    env.pop("NATS_USER", None)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aios_rl.cli", "serve", "reward", "--nats-url", nats_url,
+        "--namespace", bus.names.namespace, "--service-args", "--log-level info",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        views: list = []
+        async with asyncio.timeout(60):
+            while "reward" not in {v.name for v in views}:
+                views = await discover(bus.nc, namespace=bus.names.namespace, window=0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, out.decode()[-2000:]
+    assert b'"service.stopped"' in out

@@ -37,6 +37,7 @@ from . import (
     orchestrator,
     publish,
     rail,
+    serve,
     services,
     shell,
     tap,
@@ -48,6 +49,7 @@ __all__ = ["build_parser", "main"]
 
 COMMANDS = (
     up,
+    serve,
     services,
     tap,
     publish,
