@@ -154,3 +154,48 @@ def test_phase_de_quick_trains_every_student_on_the_same_budget_and_scores_all_t
     assert "Phase D/E answer" in res["notes"][0]
     for table in ("success", "reward", "transfer", "mixed_minus_specialist"):
         assert table in res["tables"]
+
+
+def _quick(bench: str, tmp_path: Path, *extra: str, timeout: int = 600) -> dict:
+    """Run ``bench/<bench>.py --quick`` into ``tmp_path``; its JSON results."""
+    out = tmp_path / f"{bench}.md"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / f"{bench}.py"), "--quick", *extra, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=REPO,
+    )
+    assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, done.stdout[-2000:]
+    return json.loads(out.with_suffix(".json").read_text())
+
+
+@pytest.mark.slow
+def test_reload_quick_moves_the_pointer_under_load_and_loses_no_request(tmp_path: Path) -> None:
+    res = _quick("reload", tmp_path)
+    assert res["idle_s"] and res["loaded_s"]  # every move timed until every replica served it
+    assert all(0 < s < 30 for s in res["idle_s"] + res["loaded_s"])
+    assert res["requests"] > 0 and res["failed"] == 0 and res["stale"] == 0, res["errors"]
+
+
+@pytest.mark.slow
+def test_pipeline_quick_times_the_stack_and_one_process_and_every_stage(tmp_path: Path) -> None:
+    res = _quick("pipeline", tmp_path)
+    rows = {r["name"]: r for r in res["rows"]}
+    throughput = [r for name, r in rows.items() if name.startswith("episodes/s")]
+    assert throughput and all(r["ours"] > 0 and r["baseline"] > 0 for r in throughput)
+    stages = res["stages"]
+    assert "end to end (job published -> compared seen)" in stages
+    assert all(s["episodes"] > 0 and s["p99_ms"] >= s["p50_ms"] >= 0 for s in stages.values())
+
+
+@pytest.mark.slow
+def test_learning_ablation_quick_trains_each_variant_against_the_baseline(tmp_path: Path) -> None:
+    res = _quick("learning", tmp_path, "--ablate", "--variants", "obs-undone,no-reoffer")
+    names = [r["name"].split(":")[0] for r in res["rows"]]
+    assert names == ["baseline", "obs-undone", "no-reoffer"]
+    base = res["rows"][0]
+    assert all(r["baseline"] == base["ours"] for r in res["rows"])  # one baseline, same run
+    assert all(0.0 <= r["ours"] <= 1.0 for r in res["rows"])
