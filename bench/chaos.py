@@ -10,6 +10,13 @@ episode came out compared (recovery).
 
     .venv/bin/python bench/chaos.py            # 40 epochs, 14 kills 2-4 s apart (~2 min)
     .venv/bin/python bench/chaos.py --quick    # 12 epochs, 5 kills (~1 min)
+    .venv/bin/python bench/chaos.py --cluster  # the same on a local 3-node JetStream cluster
+                                               # (bench/results/chaos-cluster.{md,json})
+
+``--cluster``: three nats-servers clustered on loopback (``NatsCluster``), every stream, KV
+bucket and object store at 3 replicas, the services given all three URLs. The ``nats-server``
+victim is then the server leading the episode stream at that moment (killed, restarted after the
+outage on its port and store, and caught up by the cluster): the failure a cluster is for.
 
 The campaign mixes shell episodes (tests run in the sandbox: seconds each) and orchestrator ones,
 so kills land mid-episode, mid-update and mid-comparison.
@@ -17,8 +24,10 @@ so kills land mid-episode, mid-update and mid-comparison.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -34,14 +43,14 @@ from pathlib import Path
 import _common
 from rich.console import Console
 
-from aios_rl.bus import Bus, BusError, connect, discover, provision
+from aios_rl.bus import Bus, BusError, connect, discover, jetstream_ready, provision
 from aios_rl.envs.orchestrator import generate
 from aios_rl.envs.registry import task_store
 from aios_rl.envs.shell.generate import generate as generate_shell
 from aios_rl.envs.shell.store import ShellTaskStore
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.stack import SERVICES
-from aios_rl.stack.natsd import NatsServer
+from aios_rl.stack.natsd import NatsCluster, NatsServer
 from aios_rl.state.ledger import Ledger
 from contracts import (
     CampaignSpec,
@@ -70,6 +79,8 @@ class Settings:
     """The runners' ack wait in this stack: a killed runner's jobs come back after it."""
     seed: int = 0
     timeout_s: float = 900.0
+    cluster: int = 0
+    """0: one nats-server; N: a local N-node cluster with 3 replicas (``--cluster``)."""
 
 
 FULL = Settings(epochs=40, kills=14)
@@ -102,6 +113,7 @@ class Results:
     state: str = "unknown"
     retries: int = 0
     finished_in_s: float = 0.0
+    replicas: int = 1
 
 
 async def _pid(bus: Bus, service: str) -> int | None:
@@ -109,6 +121,16 @@ async def _pid(bus: Bus, service: str) -> int | None:
         if v.name == service and v.pid:
             return v.pid
     return None
+
+
+async def _episode_leader(bus: Bus) -> int:
+    """The index of the cluster member leading the episode stream (``aios-node-<i>``); 0 when
+    none is known (mid-election)."""
+    with contextlib.suppress(Exception):
+        info = await bus.js.stream_info(bus.names.stream("EPISODES"))
+        if info.cluster and info.cluster.leader:
+            return int(info.cluster.leader.rsplit("-", 1)[1])
+    return 0
 
 
 async def _status(bus: Bus, cid: str) -> CampaignStatus | None:
@@ -126,7 +148,15 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
     res = Results()
     rng = random.Random(s.seed)
     with tempfile.TemporaryDirectory(prefix="aios-chaos-") as tmp:
-        server = NatsServer(Path(tmp) / "nats").start()
+        server: NatsServer | NatsCluster = (
+            NatsCluster(Path(tmp) / "cluster", s.cluster).start()
+            if s.cluster
+            else NatsServer(Path(tmp) / "nats").start()
+        )
+        res.replicas = min(3, s.cluster) if s.cluster else 1
+        async with connect(server.url, name="bench-chaos-provision", connect_deadline=30) as bus:
+            await jetstream_ready(bus)
+            await provision(bus, replicas=res.replicas)  # before any service provisions
         env = {
             **os.environ,
             "AIOS_LOG_FORMAT": "json",
@@ -143,6 +173,8 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
             "up",
             "--nats-url",
             server.url,
+            "--replicas",
+            str(res.replicas),
             stdout=up_log,
             stderr=asyncio.subprocess.STDOUT,
             env=env,
@@ -196,7 +228,13 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
                         break
                     at = time.monotonic()
                     seen_before = len(compared_at)
-                    if victim == "nats-server":
+                    if victim == "nats-server" and isinstance(server, NatsCluster):
+                        node = await _episode_leader(bus)
+                        server.kill(node)
+                        await asyncio.sleep(s.outage_s)  # the outage itself
+                        server.restart(node)
+                        victim = f"nats-server (node {node}, the episode stream's leader)"
+                    elif victim == "nats-server":
                         server.kill()
                         await asyncio.sleep(s.outage_s)  # the outage itself
                         server.start()
@@ -250,7 +288,13 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _, s, out = _common.bench_args("chaos", __doc__, "~1.5 min", full=FULL, quick=QUICK, argv=argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--cluster", action="store_true")
+    known, rest = pre.parse_known_args(argv)
+    name = "chaos-cluster" if known.cluster else "chaos"
+    _, s, out = _common.bench_args(name, __doc__, "~1.5 min", full=FULL, quick=QUICK, argv=rest)
+    if known.cluster:
+        s = dataclasses.replace(s, cluster=3)
     console = Console()
     res, machine, elapsed = _common.run(lambda log: measure(s, log), ["nats-py"], console)
     recovered = [float(k["recovered_in_s"]) for k in res.kills if k["recovered_in_s"] is not None]  # type: ignore[arg-type]
@@ -279,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     _common.report_checks(
         console,
         out,
-        title="chaos: random SIGKILLs during a campaign",
+        title="chaos: random SIGKILLs during a campaign"
+        + (f" on a {s.cluster}-node cluster ({res.replicas} replicas)" if s.cluster else ""),
         rows=rows,
         ok=ok,
         verdict="nothing lost, nothing duplicated, finished",
