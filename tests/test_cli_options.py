@@ -186,6 +186,23 @@ def test_student_errors_are_one_line_before_anything_starts(
         check_student(parse("demo", "--student", "minilm"))
 
 
+def test_a_cli_teacher_without_its_program_is_a_one_line_error_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aios_rl.cli._training import check_teacher
+
+    monkeypatch.delenv("AIOS_EXECUTABLE", raising=False)
+    missing, present = (lambda _: None), (lambda p: f"/usr/bin/{p}")
+    with pytest.raises(CliError, match="--teacher codex: 'codex' is not an executable on PATH"):
+        check_teacher(parse("train", "--teacher", "codex"), which=missing)
+    check_teacher(parse("train", "--teacher", "codex"), which=present)
+    check_teacher(parse("train", "--teacher", "oracle"), which=missing)  # no program to find
+    check_teacher(parse("train"), which=missing)
+    monkeypatch.setenv("AIOS_EXECUTABLE", "my-claude")
+    with pytest.raises(CliError, match="'my-claude'"):
+        check_teacher(parse("demo", "--teacher", "claude"), which=missing)
+
+
 def test_student_minilm_goes_where_tiny_and_hf_go() -> None:
     args = parse("demo", "--student", "minilm")
     flags = embedded_options(args)["service_args"]["trainer"]  # type: ignore[index]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-from collections.abc import Mapping
+import os
+import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +108,27 @@ def teacher_needs(args: argparse.Namespace) -> set[str]:
     """The teacher service ``--teacher`` needs running (none for ``none`` or no option)."""
     teacher = getattr(args, "teacher", None)
     return set() if teacher in (None, "none") else {f"teacher-{teacher}"}
+
+
+CLI_TEACHERS = ("claude", "codex", "gemini", "opencode")
+"""Teachers that run a coding-agent CLI: its program must be on PATH where the stack runs."""
+
+
+def check_teacher(
+    args: argparse.Namespace, which: Callable[[str], str | None] = shutil.which
+) -> None:
+    """Raise ``CliError`` before any stack starts when ``--teacher`` names a CLI teacher whose
+    program is not on PATH (``AIOS_EXECUTABLE`` overrides the program's name, as for the
+    service): otherwise the teacher service exits at start and the command waits for it."""
+    teacher = getattr(args, "teacher", None)
+    if teacher not in CLI_TEACHERS:
+        return
+    program = os.environ.get("AIOS_EXECUTABLE") or teacher
+    if which(program) is None:
+        raise CliError(
+            f"--teacher {teacher}: {program!r} is not an executable on PATH; install the "
+            f"{teacher} CLI (or set AIOS_EXECUTABLE), or pick another teacher (oracle, openai)"
+        )
 
 
 def embedded_options(args: argparse.Namespace) -> dict[str, object]:

@@ -48,6 +48,7 @@ from ._training import (
     campaign_spec,
     check_store_student,
     check_student,
+    check_teacher,
     embedded_options,
     teacher_needs,
 )
@@ -451,6 +452,7 @@ def check_training(args: argparse.Namespace, environments: list[str]) -> None:
     """Raise ``CliError`` before any stack starts for training options that cannot run."""
     branching_spec(args)
     check_student(args)
+    check_teacher(args)
     campaign_spec(args, "probe", dict.fromkeys(environments, 1.0))
 
 
