@@ -5,6 +5,7 @@ baselines on the same tasks."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -109,3 +110,11 @@ async def test_orchestrator_eval_runs_on_an_embedded_stack_with_baselines(tmp_pa
     assert "baselines on the same 8 tasks" in out
     for name in ("oracle", "random", "always-subagent", "best one-feature rule"):
         assert name in out
+    code, out, err = await cli(
+        "eval", "--limit", "8", "--json",
+        "--nats-url", "nats://127.0.0.1:1", "--data-dir", str(tmp_path / "stack"),
+        timeout=300,
+    )  # fmt: skip
+    assert code == 0, (out[-2000:], err[-2000:])
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["episodes"] == 8 and doc["baselines"]["oracle"] > doc["baselines"]["random"]

@@ -11,9 +11,6 @@ import asyncio
 from collections import Counter
 from collections.abc import Sequence
 
-from rich.console import Console
-from rich.table import Table
-
 from contracts import Names, OrchestratorTask
 
 from ..bus import Bus, connect
@@ -27,7 +24,7 @@ from ._common import (
 )
 from .shell import _on_a_stack, run_shell_eval, run_shell_train
 
-__all__ = ["add", "baseline_table"]
+__all__ = ["add", "baseline_scores"]
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -154,27 +151,24 @@ def _mine(args: argparse.Namespace) -> int:
     return 0
 
 
-def baseline_table(tasks: Sequence[OrchestratorTask], train: Sequence[OrchestratorTask]) -> Table:
+def baseline_scores(
+    tasks: Sequence[OrchestratorTask], train: Sequence[OrchestratorTask]
+) -> dict[str, float]:
     """Mean reward of the oracle, random, constant, majority and one-feature policies on
-    ``tasks`` (majority and one-feature rules fitted on ``train``)."""
+    ``tasks`` (imported tasks left out; majority and one-feature rules fitted on ``train``)."""
     from ..envs.orchestrator import baselines as b
 
     runs = [t for t in tasks if t.kind != "imported"]
-    table = Table(title=f"baselines on the same {len(runs)} tasks (mean reward, in process)")
-    table.add_column("policy")
-    table.add_column("mean reward", justify="right")
     policies: dict[str, b.Policy] = {"oracle": b.oracle, "random": b.random_policy(0)}
     policies |= {name: b.constant(d) for name, d in b.CONSTANT.items()}
     fit = [t for t in train if t.kind != "imported"]
     if fit:
         policies["majority per stage"] = b.constant(b.fit_majority(fit))
         policies["best one-feature rule"] = b.fit_one_feature(fit)[0]
-    for name, policy in policies.items():
-        table.add_row(name, f"{b.evaluate(runs, policy):.3f}")
-    return table
+    return {name: b.evaluate(runs, policy) for name, policy in policies.items()} if runs else {}
 
 
-async def _baselines(bus: Bus, ids: list[str], console: Console) -> None:
+async def _baselines(bus: Bus, ids: list[str]) -> dict[str, float]:
     from ..envs.registry import task_store
 
     store = task_store(bus, "orchestrator")
@@ -184,7 +178,7 @@ async def _baselines(bus: Bus, ids: list[str], console: Console) -> None:
         from ..envs.orchestrator import generate
 
         train = generate(400, seed=0)  # none stored: fit the rules on the generator's train split
-    console.print(baseline_table(tasks, train))
+    return baseline_scores(tasks, train)
 
 
 def _eval(args: argparse.Namespace) -> int:

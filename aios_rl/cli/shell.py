@@ -312,8 +312,9 @@ def needs_of(env: str) -> set[str]:
     return {f"{env}-runner", *({"sites"} if env == "browser" else set())}
 
 
-AfterEval = Callable[[Bus, list[str], Console], Awaitable[None]]
-"""More to print after an eval's summary, on the same stack (the environment's baselines)."""
+AfterEval = Callable[[Bus, list[str]], Awaitable[dict[str, float]]]
+"""Reference policies' mean reward on the eval's tasks, on the same stack (the environment's
+baselines): printed as a table after the summary, or under ``baselines`` with ``--json``."""
 
 
 def run_shell_eval(args: argparse.Namespace, after: AfterEval | None = None) -> int:
@@ -334,8 +335,16 @@ def run_shell_eval(args: argparse.Namespace, after: AfterEval | None = None) -> 
                 seed=args.seed,
                 env=env,
             )
+            baselines = await after(st.bus, ids) if after is not None else {}
             if args.json:
-                print_json({"checkpoint": checkpoint, "split": args.split, **summary.__dict__})
+                print_json(
+                    {
+                        "checkpoint": checkpoint,
+                        "split": args.split,
+                        **summary.__dict__,
+                        **({"baselines": baselines} if after is not None else {}),
+                    }
+                )
                 return 0
             console.print(
                 _summary_table(
@@ -346,8 +355,15 @@ def run_shell_eval(args: argparse.Namespace, after: AfterEval | None = None) -> 
                     },
                 )
             )
-            if after is not None:
-                await after(st.bus, ids, console)
+            if baselines:
+                table = Table(
+                    title=f"baselines on the same {len(ids)} tasks (mean reward, in process)"
+                )
+                table.add_column("policy")
+                table.add_column("mean reward", justify="right")
+                for name, reward in baselines.items():
+                    table.add_row(name, f"{reward:.3f}")
+                console.print(table)
         return 0
 
     return asyncio.run(main())
