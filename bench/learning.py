@@ -333,13 +333,23 @@ class HostActor:
         )
         async with self.slots:
             started = time.time()
-            env = await self.host.open(task, seed=seed, max_steps=job.max_steps)  # type: ignore
             steps: list[TrajectoryStep] = []
+            checkpoint = ""
             try:
-                checkpoint = await run_steps(env, job, self.act, steps, max_steps=job.max_steps)
-                result = env.result()
-            finally:
-                await env.close()
+                env = await self.host.open(task, seed=seed, max_steps=job.max_steps)  # type: ignore
+                try:
+                    checkpoint = await run_steps(env, job, self.act, steps, max_steps=job.max_steps)
+                    result = env.result()
+                finally:
+                    await env.close()
+            except Exception as exc:
+                # As the runner does with a browser that times out or dies under load: the
+                # episode is blocked (reward 0) and the run goes on.
+                result = EnvResult(
+                    outcome="blocked",
+                    reward=0.0,
+                    info={"blocked_reason": f"{type(exc).__name__}: {exc}"[:300]},
+                )
         ep = completed_episode(
             job,
             checkpoint=checkpoint,
