@@ -873,3 +873,26 @@ async def test_provision_sets_bucket_ttl_and_updates_an_existing_bucket(
     status = await kv.status()
     assert status.ttl == pytest.approx(comparison.ttl_s) and status.history == 1
     assert (await kv.get("kept")).value == b"1", "updating the bucket lost its keys"
+
+
+async def test_endpoints_have_unique_names_and_describe_their_contracts(bus: Bus) -> None:
+    from aios_rl.bus._discovery import gather
+    from contracts import ActRequest, ActResponse
+
+    async def handler(req: ActRequest) -> ActResponse:
+        return ActResponse(action=req.candidates[0], action_index=0)
+
+    svc = Service(bus, name="described", version="0.0.1")
+    svc.endpoint(
+        "act", bus.names.subject("described", "act"), ActRequest, handler, reply=ActResponse
+    )
+    with pytest.raises(ValueError, match="already has an endpoint named 'act'"):
+        svc.endpoint("act", bus.names.subject("described", "again"), ActRequest, handler)
+    with pytest.raises(ValueError, match="named 'status'"):
+        svc.endpoint("status", bus.names.subject("described", "status"), ActRequest, handler)
+    async with running(svc):
+        infos = [i for i in await gather(bus.nc, "$SRV.INFO") if i["id"] == svc.instance]
+    (info,) = infos
+    meta = {ep["name"]: ep["metadata"] for ep in info["endpoints"]}
+    assert meta["act"] == {"request_schema": "act_request.v1", "response_schema": "act_response.v1"}
+    assert meta["status"] == {"request_schema": "", "response_schema": "service_status.v1"}

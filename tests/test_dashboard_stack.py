@@ -1,7 +1,9 @@
 """The dashboard on the real stack: ``aios-rl up`` runs every service as a process, the
 dashboard among them; its page, open in real Chromium before ``aios-rl shell train`` starts a
 two-epoch campaign, shows each epoch as it finishes without a reload, marks the three pointers
-the registry holds at the end, and a click on a compared episode shows its steps."""
+the registry holds at the end, and a click on a compared episode shows its steps. On the way:
+every endpoint of every running service names its request and response contracts in its
+``$SRV.INFO`` metadata, and they exist."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from aios_rl.bus import connect, discover
+from aios_rl.bus._discovery import gather
 from aios_rl.stack import SERVICES
 from aios_rl.stack.natsd import free_port
 from aios_rl.state.checkpoints import CheckpointRegistry
+from contracts.codec import registered
 
 from .support import admin_of
 
@@ -49,6 +53,17 @@ async def test_the_page_follows_a_campaign_on_the_real_stack(tmp_path: Path) -> 
                 while not wanted <= {v.name for v in views}:
                     views = await discover(bus.nc, window=0.2)  # each round waits for replies
             (page_url,) = [v.metadata["url"] for v in views if v.name == "dashboard"]
+            # Every endpoint of every service names its contracts, and they exist.
+            known = set(registered())
+            for info in await gather(bus.nc, "$SRV.INFO"):
+                eps = info.get("endpoints") or []
+                names = [ep["name"] for ep in eps]
+                assert len(names) == len(set(names)), (info["name"], names)
+                for ep in eps:
+                    md = ep.get("metadata") or {}
+                    assert md.get("response_schema") in known, (info["name"], ep)
+                    assert md.get("request_schema") in known | {""}, (info["name"], ep)
+                    assert md["request_schema"] or ep["name"] == "status", (info["name"], ep)
             async with async_playwright() as pw:
                 browser = await pw.chromium.launch(
                     executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]

@@ -106,7 +106,15 @@ class _Endpoint(Generic[Req, Rep]):
     type: type[Req]
     handler: EndpointHandler[Req, Rep]
     concurrency: int
+    reply: type[Rep] | None = None
     counters: _Counters = field(default_factory=_Counters)
+
+    def metadata(self) -> dict[str, str]:
+        """What ``$SRV.INFO`` says of it: the schema names of its request and reply."""
+        out = {"request_schema": getattr(self.type, "SCHEMA", "")}
+        if self.reply is not None:
+            out["response_schema"] = getattr(self.reply, "SCHEMA", "")
+        return out
 
 
 class Service:
@@ -156,11 +164,21 @@ class Service:
         handler: EndpointHandler[Req, Rep],
         *,
         concurrency: int = 1,
+        reply: type[Rep] | None = None,
     ) -> None:
         """Answer requests on ``subject`` (queue group ``q``: replicas split the load).
 
-        With ``concurrency`` > 1, up to that many requests run at once in this process."""
-        self._endpoints.append(_Endpoint(name, subject, request, handler, max(1, concurrency)))
+        With ``concurrency`` > 1, up to that many requests run at once in this process.
+        ``reply`` is the message type it answers with: with ``request``, its schema name goes
+        into the endpoint's ``$SRV.INFO`` metadata (``request_schema``, ``response_schema``),
+        so a client in any language can find the contract of every endpoint. Raises
+        ``ValueError`` for a name another endpoint of this service (or the kit's ``status``)
+        already has."""
+        if name == "status" or any(e.name == name for e in self._endpoints):
+            raise ValueError(f"service {self.name!r} already has an endpoint named {name!r}")
+        self._endpoints.append(
+            _Endpoint(name, subject, request, handler, max(1, concurrency), reply)
+        )
 
     def consume(
         self,
@@ -280,14 +298,14 @@ class Service:
                     name="status",
                     subject=self.bus.names.status(self.name),
                     handler=self._answer_status,
-                    metadata={},
+                    metadata={"request_schema": "", "response_schema": ServiceStatus.SCHEMA},
                 )
                 for ep in self._endpoints:
                     await micro.add_endpoint(
                         name=ep.name,
                         subject=ep.subject,
                         handler=self._endpoint_callback(ep, tg, requests),
-                        metadata={},
+                        metadata=ep.metadata(),
                     )
                 workers: list[asyncio.Task[None]] = []
                 for c in self._consumers:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from contracts import Episode, ResumeCampaign, StartCampaign, StatusCampaign, StopCampaign
+from contracts import (
+    CampaignStatus,
+    Episode,
+    ResumeCampaign,
+    StartCampaign,
+    StatusCampaign,
+    StopCampaign,
+)
 
 from . import __version__
 from .handlers import Campaigns
@@ -23,10 +30,26 @@ def build(bus: Bus, settings: CampaignSettings) -> tuple[Service, Campaigns]:
         description="Runs campaigns: collect, compare, decide (promote / hold / roll back), train.",
     )
     names = bus.names
-    svc.endpoint("start", names.campaign_cmd("start"), StartCampaign, campaigns.start)
-    svc.endpoint("stop", names.campaign_cmd("stop"), StopCampaign, campaigns.stop)
-    svc.endpoint("status", names.campaign_cmd("status"), StatusCampaign, campaigns.status)
-    svc.endpoint("resume", names.campaign_cmd("resume"), ResumeCampaign, campaigns.resume)
+    svc.endpoint(
+        "start", names.campaign_cmd("start"), StartCampaign, campaigns.start, reply=CampaignStatus
+    )
+    svc.endpoint(
+        "stop", names.campaign_cmd("stop"), StopCampaign, campaigns.stop, reply=CampaignStatus
+    )
+    svc.endpoint(
+        "campaign-status",
+        names.campaign_cmd("status"),
+        StatusCampaign,
+        campaigns.status,
+        reply=CampaignStatus,
+    )
+    svc.endpoint(
+        "resume",
+        names.campaign_cmd("resume"),
+        ResumeCampaign,
+        campaigns.resume,
+        reply=CampaignStatus,
+    )
     svc.consume("campaign", Episode, campaigns.on_compared, concurrency=settings.concurrency)
     svc.task(campaigns.resume_all)
     svc.stats(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from contracts import Episode, EpochVerdictRequest
+from contracts import Episode, EpochVerdict, EpochVerdictRequest
 
 from . import __version__
 from .handlers import ComparisonState, on_rewarded, stats, sweep, verdict
@@ -36,6 +36,7 @@ def build(bus: Bus, settings: ComparisonSettings) -> Service:
         EpochVerdictRequest,
         verdict(bus, settings, state),
         concurrency=settings.verdict_concurrency,
+        reply=EpochVerdict,
     )
     svc.task(sweep(bus, settings, state))
     svc.stats(lambda: stats(state))

@@ -6,6 +6,7 @@ after every change, so a restarted instance resumes from the last stored version
 from __future__ import annotations
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
+from contracts import RailDecisions
 from contracts.rail import RailDecideRequest, RailTrace
 
 from . import __version__
@@ -23,7 +24,9 @@ def build(bus: Bus, settings: RailServiceSettings) -> tuple[Service, Rail]:
         shutdown_grace_s=settings.shutdown_grace_s,
         description="RAIL: decides where and how to branch rollouts, learns from the traces.",
     )
-    svc.endpoint("decide", bus.names.rail_decide(), RailDecideRequest, rail.decide)
+    svc.endpoint(
+        "decide", bus.names.rail_decide(), RailDecideRequest, rail.decide, reply=RailDecisions
+    )
     svc.consume("rail", RailTrace, rail.on_trace, concurrency=1)
     svc.stats(rail.stats)
     return svc, rail

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from contracts import Episode, ReplaySampleRequest
+from contracts import Episode, ReplayBatch, ReplaySampleRequest
 
 from . import __version__
 from .handlers import ReplayState, on_compared, rebuild, sample, stats
@@ -35,6 +35,7 @@ def build(bus: Bus, settings: ReplaySettings) -> Service:
         ReplaySampleRequest,
         sample(bus, settings, state),
         concurrency=settings.sample_concurrency,
+        reply=ReplayBatch,
     )
     svc.task(rebuild(bus, settings, state))
     svc.stats(lambda: stats(state))

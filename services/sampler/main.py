@@ -8,7 +8,7 @@ import torch
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
 from aios_rl.state.checkpoints import CheckpointRegistry
-from contracts import ActRequest
+from contracts import ActRequest, ActResponse
 
 from . import __version__
 from .handlers import Sampler
@@ -27,7 +27,12 @@ def build(bus: Bus, settings: SamplerSettings) -> tuple[Service, Sampler]:
         description="Serves the student policy: policy.act with dynamic batching and hot reload.",
     )
     svc.endpoint(
-        "act", bus.names.policy_act(), ActRequest, sampler.act, concurrency=settings.concurrency
+        "act",
+        bus.names.policy_act(),
+        ActRequest,
+        sampler.act,
+        concurrency=settings.concurrency,
+        reply=ActResponse,
     )
     svc.task(sampler.follow_active)
     svc.stats(sampler.stats)

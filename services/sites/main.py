@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from contracts import SiteClose, SiteOpen, SiteResultRequest
+from contracts import SiteClose, SiteOpen, SiteResult, SiteResultRequest, SiteSession
 
 from . import __version__
 from .handlers import SitesState, close_session, open_session, result, stats
@@ -31,10 +31,29 @@ def build(bus: Bus, settings: SitesSettings) -> tuple[Service, SitesState]:
     state = SitesState(Sessions(limit=settings.max_sessions, idle_s=settings.idle_expiry_s))
     names, n = bus.names, settings.concurrency
     svc.endpoint(
-        "open", names.sites("open"), SiteOpen, open_session(settings, state), concurrency=n
+        "open",
+        names.sites("open"),
+        SiteOpen,
+        open_session(settings, state),
+        concurrency=n,
+        reply=SiteSession,
     )
-    svc.endpoint("result", names.sites("result"), SiteResultRequest, result(state), concurrency=n)
-    svc.endpoint("close", names.sites("close"), SiteClose, close_session(state), concurrency=n)
+    svc.endpoint(
+        "result",
+        names.sites("result"),
+        SiteResultRequest,
+        result(state),
+        concurrency=n,
+        reply=SiteResult,
+    )
+    svc.endpoint(
+        "close",
+        names.sites("close"),
+        SiteClose,
+        close_session(state),
+        concurrency=n,
+        reply=SiteResult,
+    )
     svc.task(http_server(build_app(state), settings, state))
     svc.stats(lambda: stats(state))
     return svc, state

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from contracts import TeacherRequest
+from contracts import TeacherRequest, TeacherSignal
 
 from . import __version__
 from .handlers import CliTeacher
@@ -31,6 +31,7 @@ def build(bus: Bus, settings: CliTeacherSettings) -> tuple[Service, CliTeacher]:
         TeacherRequest,
         teacher.answer,
         concurrency=settings.concurrency,
+        reply=TeacherSignal,
     )
     svc.stats(teacher.stats)
     return svc, teacher

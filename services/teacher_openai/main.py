@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from contracts import TeacherRequest
+from contracts import TeacherRequest, TeacherSignal
 
 from . import __version__
 from .handlers import OpenAITeacher
@@ -35,6 +35,7 @@ def build(bus: Bus, settings: OpenAITeacherSettings) -> tuple[Service, OpenAITea
         TeacherRequest,
         teacher.answer,
         concurrency=settings.concurrency,
+        reply=TeacherSignal,
     )
     svc.stats(teacher.stats)
     return svc, teacher

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from contracts import TeacherRequest
+from contracts import TeacherRequest, TeacherSignal
 
 from . import __version__
 from .handlers import Oracle
@@ -31,6 +31,7 @@ def build(bus: Bus, settings: OracleSettings) -> tuple[Service, Oracle]:
         TeacherRequest,
         oracle.answer,
         concurrency=settings.concurrency,
+        reply=TeacherSignal,
     )
     svc.stats(oracle.stats)
     return svc, oracle

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from contracts import TrainerUpdate
+from contracts import TrainerUpdate, TrainerUpdateResult
 
 from . import __version__
 from .handlers import Trainer
@@ -25,7 +25,13 @@ def build(bus: Bus, settings: TrainerServiceSettings) -> tuple[Service, Trainer]
         shutdown_grace_s=settings.shutdown_grace_s,
         description="PPO / GRPO updates of the student, written through the checkpoint registry.",
     )
-    svc.endpoint("update", bus.names.trainer_update(), TrainerUpdate, trainer.update)
+    svc.endpoint(
+        "update",
+        bus.names.trainer_update(),
+        TrainerUpdate,
+        trainer.update,
+        reply=TrainerUpdateResult,
+    )
     svc.stats(lambda: {"updates": float(trainer.updates)})
     return svc, trainer
 
