@@ -156,8 +156,12 @@ def test_phase_de_quick_trains_every_student_on_the_same_budget_and_scores_all_t
         assert table in res["tables"]
 
 
-def _quick(bench: str, tmp_path: Path, *extra: str, timeout: int = 600) -> dict:
-    """Run ``bench/<bench>.py --quick`` into ``tmp_path``; its JSON results."""
+def _quick(
+    bench: str, tmp_path: Path, *extra: str, timeout: int = 600, exit_zero: bool = True
+) -> dict:
+    """Run ``bench/<bench>.py --quick`` into ``tmp_path``; its JSON results. ``exit_zero``:
+    the bench must exit 0 (a bench whose exit status is a timing target's verdict passes
+    ``False``: targets live in the benchmarks, not in tests)."""
     out = tmp_path / f"{bench}.md"
     done = subprocess.run(
         [sys.executable, str(REPO / "bench" / f"{bench}.py"), "--quick", *extra, "--out", str(out)],
@@ -168,13 +172,13 @@ def _quick(bench: str, tmp_path: Path, *extra: str, timeout: int = 600) -> dict:
         cwd=REPO,
     )
     assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
-    assert done.returncode == 0, done.stdout[-2000:]
+    assert done.returncode == 0 or not exit_zero, done.stdout[-2000:]
     return json.loads(out.with_suffix(".json").read_text())
 
 
 @pytest.mark.slow
 def test_reload_quick_moves_the_pointer_under_load_and_loses_no_request(tmp_path: Path) -> None:
-    res = _quick("reload", tmp_path)
+    res = _quick("reload", tmp_path, exit_zero=False)  # its exit status is the p99 target
     assert res["idle_s"] and res["loaded_s"]  # every move timed until every replica served it
     assert all(0 < s < 30 for s in res["idle_s"] + res["loaded_s"])
     assert res["requests"] > 0 and res["failed"] == 0 and res["stale"] == 0, res["errors"]
