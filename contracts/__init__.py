@@ -66,7 +66,7 @@ from .episode import (
     Timings,
     TrajectoryStep,
 )
-from .ops import ConsumerStats, DeadLetter, ServiceStatus
+from .ops import ConsumerStats, DeadLetter, ErrorReply, ServiceStatus
 from .rail import (
     CONTEXT_DIM,
     CONTEXT_LAYOUT,
@@ -145,6 +145,7 @@ MESSAGES: tuple[type[Message], ...] = (
     TrainerUpdateResult,
     DeadLetter,
     ServiceStatus,
+    ErrorReply,
     EpochVerdictRequest,
     EpochVerdict,
     ShellTask,
@@ -242,6 +243,7 @@ __all__ = [
     "RolloutStrategy",
     "RolloutSummary",
     "ServiceStatus",
+    "ErrorReply",
     "ShellTask",
     "SiteClose",
     "SiteOpen",

@@ -6,7 +6,7 @@ import msgspec
 
 from ._base import Message
 
-__all__ = ["ConsumerStats", "DeadLetter", "ServiceStatus", "dead_letter_object"]
+__all__ = ["ConsumerStats", "DeadLetter", "ErrorReply", "ServiceStatus", "dead_letter_object"]
 
 
 class DeadLetter(Message, frozen=True, kw_only=True):
@@ -66,3 +66,22 @@ class ServiceStatus(Message, frozen=True, kw_only=True):
     consumers: list[ConsumerStats] = []
     extra: dict[str, float] = {}
     """Service-specific counters (lane counts, cache sizes, ...)."""
+
+
+class ErrorReply(Message, frozen=True, kw_only=True):
+    """The body of every error reply of a service endpoint, beside the ``Nats-Service-Error`` /
+    ``Nats-Service-Error-Code`` headers of the NATS service API (which carry the same code and
+    message), so a client that parses every reply gets a typed error instead of an empty body.
+
+    Codes: ``400`` the request did not decode (``expected_schema`` names what the endpoint
+    takes), ``422`` the request can never succeed, ``500`` the handler failed, ``503`` a
+    dependency is unavailable (retry later)."""
+
+    SCHEMA = "error.v1"
+
+    code: str
+    message: str
+    expected_schema: str = ""
+    """The request schema the endpoint takes (its ``$SRV.INFO`` metadata says it too)."""
+    service: str = ""
+    endpoint: str = ""

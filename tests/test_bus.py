@@ -31,6 +31,7 @@ from contracts import (
     DeadLetter,
     DecodeError,
     Episode,
+    ErrorReply,
     Message,
     Names,
     RailDecideRequest,
@@ -167,6 +168,8 @@ async def test_endpoint_errors_come_back_typed(bus: Bus, names: Names, concurren
                 timeout=5,
             )
         raw = await bus.nc.request(subject, b'{"episode_id": "e"}', timeout=5)
+        # No schema header: decoded as the endpoint's declared request, answered when it fits.
+        bare = await bus.nc.request(subject, msgspec.json.encode(act("bare")), timeout=5)
         # The endpoint still answers well after those failures.
         assert (await bus.request(subject, act("ok"), ActResponse, timeout=5)).action == "OK"
     assert (permanent.value.code, permanent.value.subject) == ("422", subject)
@@ -174,7 +177,12 @@ async def test_endpoint_errors_come_back_typed(bus: Bus, names: Names, concurren
     assert bug.value.code == "500" and "ValueError: handler bug" in bug.value.description
     assert wrong.value.code == "400" and "wrong_schema" in wrong.value.description
     assert raw.headers is not None and raw.headers["Nats-Service-Error-Code"] == "400"
-    assert "missing_schema" in raw.headers["Nats-Service-Error"]
+    assert "invalid_payload" in raw.headers["Nats-Service-Error"]
+    # The error reply's body is typed too (error.v1), naming what the endpoint takes.
+    body = decode(raw.data, raw.headers, ErrorReply)
+    assert (body.code, body.endpoint, body.expected_schema) == ("400", "act", "act_request.v1")
+    assert body.service == svc.name and "invalid_payload" in body.message
+    assert decode(bare.data, bare.headers, ActResponse).action == "BARE"
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])

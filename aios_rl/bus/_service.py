@@ -40,6 +40,7 @@ from contracts import (
     ContractError,
     DeadLetter,
     DecodeError,
+    ErrorReply,
     Message,
     ServiceStatus,
     Topology,
@@ -377,13 +378,19 @@ class Service:
         self, ep: _Endpoint[Any, Any], tg: asyncio.TaskGroup, in_flight: set[asyncio.Task[None]]
     ) -> Callable[[Request], Awaitable[None]]:
         sem = asyncio.Semaphore(ep.concurrency)
+        where = (self.name, ep.name, getattr(ep.type, "SCHEMA", ""))
 
         async def handle(req: Request) -> None:
             """Answer ``req``; raises ``ServiceError`` for every way it can fail before the reply
             is sent (undecodable 400, rejected 422, handler error or unencodable reply 500)."""
             ep.counters.processed += 1
+            headers = req.headers or {}
+            if not headers.get(SCHEMA_HEADER):
+                # No schema named: decode as the endpoint's declared request (its $SRV metadata
+                # names it); a header naming another schema is still refused.
+                headers = {**headers, SCHEMA_HEADER: getattr(ep.type, "SCHEMA", "")}
             try:
-                request = decode(req.data, req.headers, ep.type)
+                request = decode(req.data, headers, ep.type)
             except DecodeError as exc:
                 ep.counters.errors += 1
                 raise ServiceError("400", str(exc)) from exc
@@ -413,14 +420,16 @@ class Service:
             try:
                 await handle(req)
             except ServiceError as err:
-                await _respond_error(req, err.code, err.description, self.log)
+                await _respond_error(req, err.code, err.description, self.log, where=where)
             except nats.errors.Error as exc:
                 # The reply could not be sent (larger than max_payload, connection gone): answer
                 # with an error if we still can, as micro does, rather than fail the service.
                 ep.counters.errors += 1
                 ep.counters.last_error = repr(exc)
                 self.log.exception("endpoint.reply_failed", endpoint=ep.name)
-                await _respond_error(req, "500", f"the reply could not be sent: {exc!r}", self.log)
+                await _respond_error(
+                    req, "500", f"the reply could not be sent: {exc!r}", self.log, where=where
+                )
             finally:
                 sem.release()
 
@@ -684,12 +693,31 @@ def _fitted(letter: DeadLetter, payload: bytes, budget: int) -> DeadLetter:
     return msgspec.structs.replace(letter, payload=payload[: max(room, 0)])
 
 
-async def _respond_error(req: Request, code: str, description: str, log: Any) -> None:
-    """Send an error reply, its description one line of text a header can carry; a reply that
-    cannot be sent (the connection is gone) is logged."""
+async def _respond_error(
+    req: Request,
+    code: str,
+    description: str,
+    log: Any,
+    *,
+    where: tuple[str, str, str] = ("", "", ""),
+) -> None:
+    """Send an error reply: the service API's headers (the description one line of text a
+    header can carry) and an ``error.v1`` body (``ErrorReply``) with the code, the message and,
+    from ``where`` = (service, endpoint, expected request schema), where it came from. A reply
+    that cannot be sent (the connection is gone) is logged."""
     text = " ".join(_text(description, _ERROR_CHARS).split())
+    service, endpoint, expected = where
+    body, headers = encode(
+        ErrorReply(
+            code=_text(code, 8),
+            message=_text(description, _ERROR_CHARS * 4),
+            expected_schema=expected,
+            service=service,
+            endpoint=endpoint,
+        )
+    )
     try:
-        await req.respond_error(_text(code, 8), text)
+        await req.respond_error(_text(code, 8), text, data=body, headers=headers)
     except nats.errors.Error as exc:
         log.warning("endpoint.error_reply_failed", code=code, error=repr(exc))
 
