@@ -40,9 +40,19 @@ command -v bwrap >/dev/null || apt_packages+=(bubblewrap)
 [ -x /usr/bin/chromium ] || apt_packages+=(chromium)
 # Playwright's driver (node) needs libatomic, which a minimal Debian lacks.
 ldconfig -p 2>/dev/null | grep -q 'libatomic\.so\.1' || apt_packages+=(libatomic1)
+# Node.js and npm: the TypeScript teacher example (examples/teacher-ts) and its test.
+command -v node >/dev/null || apt_packages+=(nodejs)
+command -v npm >/dev/null || apt_packages+=(npm)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   echo "setup: installing Debian ${apt_packages[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+fi
+# The TypeScript teacher: its packages from the npm registry (the lock file pins them), its types
+# generated from contracts/schema and compiled; again only when the sources changed.
+teacher_ts=examples/teacher-ts
+if [ ! -f "$teacher_ts/dist/teacher.js" ] || [ -n "$(find "$teacher_ts/src" "$teacher_ts/package-lock.json" contracts/schema -newer "$teacher_ts/dist/teacher.js" -print -quit)" ]; then
+  echo "setup: building $teacher_ts (npm ci, types from contracts/schema, tsc)"
+  (cd "$teacher_ts" && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build)
 fi
 echo "setup: done ($(.venv/bin/aios-rl --version 2>/dev/null || echo 'aios-rl installed'))"

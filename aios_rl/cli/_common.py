@@ -21,6 +21,7 @@ from aios_rl.rollouts import validate as validate_strategy
 from aios_rl.stack.embedded import DEFAULT_STORE, reader
 from aios_rl.stack.services import SERVICES
 from contracts import Algorithm, BranchingSettings, CampaignSpec, DecodingRegime
+from contracts.access import TEACHER_BACKENDS
 
 __all__ = [
     "ALGORITHMS",
@@ -58,16 +59,22 @@ ALGORITHMS: tuple[str, ...] = typing.get_args(Algorithm)
 STUDENTS = ("tiny", "hf", "minilm")
 """Student backends ``--student`` offers."""
 
-TEACHERS = (
-    *(
-        s.name.removeprefix("teacher-")
-        for s in SERVICES
-        if s.name.startswith("teacher-") and s.name != "teacher-gateway"
-    ),
-    "none",
+TEACHERS = tuple(
+    dict.fromkeys(
+        [
+            *(
+                s.name.removeprefix("teacher-")
+                for s in SERVICES
+                if s.name.startswith("teacher-") and s.name != "teacher-gateway"
+            ),
+            *TEACHER_BACKENDS,
+            "none",
+        ]
+    )
 )
-"""Teacher backends ``--teacher`` offers: every ``teacher-<name>`` service but the gateway, and
-``none`` (no teacher)."""
+"""Teacher backends ``--teacher`` offers: every ``teacher-<name>`` service but the gateway, the
+backends deployed on their own (``ts``: examples/teacher-ts, which the stack does not start),
+and ``none`` (no teacher)."""
 
 
 class CliError(Exception):

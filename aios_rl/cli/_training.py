@@ -105,9 +105,12 @@ def service_flags(args: argparse.Namespace) -> list[ServiceFlag]:
 
 
 def teacher_needs(args: argparse.Namespace) -> set[str]:
-    """The teacher service ``--teacher`` needs running (none for ``none`` or no option)."""
+    """The teacher service ``--teacher`` needs running: none for ``none``, no option, or a
+    backend the stack does not run itself (``ts``, deployed on its own: docs/contracts.md)."""
     teacher = getattr(args, "teacher", None)
-    return set() if teacher in (None, "none") else {f"teacher-{teacher}"}
+    if teacher in (None, "none") or f"teacher-{teacher}" not in by_name():
+        return set()
+    return {f"teacher-{teacher}"}
 
 
 CLI_TEACHERS = ("claude", "codex", "gemini", "opencode")
