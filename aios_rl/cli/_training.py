@@ -106,7 +106,7 @@ def service_flags(args: argparse.Namespace) -> list[ServiceFlag]:
 
 def teacher_needs(args: argparse.Namespace) -> set[str]:
     """The teacher service ``--teacher`` needs running: none for ``none``, no option, or a
-    backend the stack does not run itself (``ts``, deployed on its own: docs/contracts.md)."""
+    backend the stack does not run itself (``ts``, deployed on its own: examples/teacher-ts)."""
     teacher = getattr(args, "teacher", None)
     if teacher in (None, "none") or f"teacher-{teacher}" not in by_name():
         return set()
