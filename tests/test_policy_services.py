@@ -187,6 +187,17 @@ async def test_update_moves_active_and_the_sampler_hot_reloads(
         with pytest.raises(RemoteError) as err:
             await _act(bus, ActRequest(**{**_fields(probe), "checkpoint_id": "0123456789abcdef"}))
         assert err.value.code == "404"
+        # A free-text request to a student that only chooses: a 422 that names its capability,
+        # and the sampler's status says what the served student can do.
+        with pytest.raises(RemoteError) as err:
+            await _act(bus, ActRequest(**{**_fields(probe), "candidates": []}))
+        assert err.value.code == "422" and "cannot write free text" in err.value.description
+        from aios_rl.bus import discover
+
+        views = await discover(bus.nc, namespace=names.namespace)
+        (view,) = [v for v in views if v.name == "sampler"]
+        assert view.extra["active_free_text"] == 0.0  # the tiny student chooses only
+        assert view.metadata["free_text"] == "status.extra.active_free_text"
     finally:
         for p in procs:
             p.terminate()

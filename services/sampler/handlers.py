@@ -126,7 +126,16 @@ class Sampler:
             "reloads": float(self.reloads),
             "pointers_corrupt": float(self._watch.skipped if self._watch is not None else 0),
             "active_unloadable": float(self.unloadable),
+            # What the served student can do: 1 when it writes free text (a request may offer no
+            # candidates), 0 when it only chooses among candidates, -1 before it is loaded.
+            "active_free_text": self._active_free_text(),
         }
+
+    def _active_free_text(self) -> float:
+        model = self.cache.peek(self.active) if self.active is not None else None
+        if model is None:
+            return -1.0
+        return 1.0 if getattr(model, "supports_free_text", False) else 0.0
 
     async def act(self, req: ActRequest) -> ActResponse:
         checkpoint = self.active if req.checkpoint_id == "active" else req.checkpoint_id

@@ -172,6 +172,10 @@ class LruCache(Generic[V]):
             self._data.move_to_end(key)
         return value
 
+    def peek(self, key: str) -> V | None:
+        """The value under ``key`` without making it recently used."""
+        return self._data.get(key)
+
     def put(self, key: str, value: V, *, pin: str | None = None) -> None:
         """Insert ``key``; evict the least recently used entry other than ``pin`` when full."""
         self._data[key] = value

@@ -25,6 +25,9 @@ def build(bus: Bus, settings: SamplerSettings) -> tuple[Service, Sampler]:
         version=__version__,
         shutdown_grace_s=settings.shutdown_grace_s,
         description="Serves the student policy: policy.act with dynamic batching and hot reload.",
+        # A request with no candidates needs a student that writes free text: the status
+        # endpoint's extra.active_free_text says whether the served one does (1, 0; -1: none yet).
+        metadata={"free_text": "status.extra.active_free_text"},
     )
     svc.endpoint(
         "act",
