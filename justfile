@@ -35,6 +35,7 @@ bench *ARGS:
     {{venv}}/python bench/trainer.py {{ARGS}}
     {{venv}}/python bench/threads.py {{ARGS}}
     {{venv}}/python bench/pipeline.py {{ARGS}}
+    {{venv}}/python bench/scale.py {{ARGS}}
     {{venv}}/python bench/shell.py {{ARGS}}
     {{venv}}/python bench/learning.py {{ARGS}}
     {{venv}}/python bench/fuzz.py {{ARGS}}
