@@ -8,6 +8,7 @@ import contextlib
 import math
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -428,6 +429,7 @@ async def test_a_campaign_survives_a_nats_server_outage(tmp_path, names: Names) 
                     timeout=10,
                 )
                 await asyncio.wait_for(epoch_1.wait(), 120)  # work in every service's hands
+                outage_at = time.time()
                 server.stop()
                 await asyncio.sleep(
                     8
@@ -438,7 +440,12 @@ async def test_a_campaign_survives_a_nats_server_outage(tmp_path, names: Names) 
     finally:
         server.stop()
     assert status.state == "finished", (status.failure, status.last_error)
-    assert status.retries >= 1 and status.last_error, "the outage was never noticed"
+    # The outage hit a running campaign (whether the campaign itself saw an error depends on
+    # what it was doing in those seconds: waiting on a pull consumer sees none) and it went on:
+    # an epoch began after the server came back.
+    assert any(r.timings.get("collect", 0.0) > outage_at + 8 for r in records), [
+        r.timings for r in records
+    ]
     assert [r.epoch for r in records] == [0, 1, 2]
     assert all(r.phase == "done" and r.new_checkpoint for r in records)
 
