@@ -118,3 +118,28 @@ async def admin_of(data_dir: Path, *, within: float = 30.0) -> dict[str, str]:
 
     creds = await eventually(probe, within=within, every=0.05, what="the admin's credentials")
     return {"user": creds.user, "password": creds.password}
+
+
+def stack_env() -> dict[str, str]:
+    """The environment of an ``aios-rl up`` (or command) a test starts: JSON logs, wide tables,
+    and no NATS URL or namespace inherited from the shell."""
+    import os
+
+    env = {**os.environ, "AIOS_LOG_FORMAT": "json", "COLUMNS": "220"}
+    env.pop("NATS_URL", None)
+    env.pop("AIOS_NAMESPACE", None)
+    return env
+
+
+async def until_every_service(bus: Bus, *, namespace: str = "", within: float = 120.0) -> list:
+    """Wait until every service the registry starts by default answers discovery; the views
+    of the last round (each round waits for the replies: no busy loop)."""
+    from aios_rl.bus import discover
+    from aios_rl.stack import SERVICES
+
+    wanted = {s.name for s in SERVICES if s.replicas > 0}
+    views: list = []
+    async with asyncio.timeout(within):
+        while not wanted <= {v.name for v in views}:
+            views = await discover(bus.nc, namespace=namespace, window=0.2)
+    return views

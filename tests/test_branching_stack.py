@@ -6,7 +6,6 @@ after it, and the ledger's accounting is the sum over the episodes the stream ho
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import sys
@@ -15,14 +14,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from aios_rl.bus import connect, discover
-from aios_rl.stack import SERVICES
+from aios_rl.bus import connect
 from aios_rl.stack.natsd import free_port
 from aios_rl.state.ledger import Ledger
 from contracts import Episode
 from contracts.subjects import STREAM_EPISODES
 
-from .support import admin_of
+from .support import admin_of, stack_env, until_every_service
 
 CAMPAIGN = "branchy"
 
@@ -32,9 +30,7 @@ async def test_an_entropy_campaign_branches_replays_prefixes_and_accounts_for_ev
     tmp_path: Path,
 ) -> None:
     port = free_port()
-    env = {**os.environ, "AIOS_LOG_FORMAT": "json", "COLUMNS": "220"}
-    env.pop("NATS_URL", None)
-    env.pop("AIOS_NAMESPACE", None)
+    env = stack_env()
     log = open(tmp_path / "up.log", "wb")  # noqa: ASYNC230 - the stack's merged logs, for diagnosis
     data = tmp_path / "aios"
     up = await asyncio.create_subprocess_exec(
@@ -45,12 +41,7 @@ async def test_an_entropy_campaign_branches_replays_prefixes_and_accounts_for_ev
     try:
         admin = await admin_of(data)
         async with connect(url, name="test-branching", connect_deadline=30, **admin) as bus:
-            wanted = {s.name for s in SERVICES if s.replicas > 0}
-            async with asyncio.timeout(120):
-                while not wanted <= {
-                    v.name for v in await discover(bus.nc, namespace="", window=0.2)
-                }:
-                    pass  # each discovery round waits for replies
+            await until_every_service(bus)
             train = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "aios_rl.cli", "shell", "train",
                 "--strategy", "entropy", "--branch-temperature", "1.5",

@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from aios_rl.bus import connect, discover
+from aios_rl.bus import connect
 from aios_rl.bus._discovery import gather
-from aios_rl.stack import SERVICES
 from aios_rl.stack.natsd import free_port
 from aios_rl.state.checkpoints import CheckpointRegistry
 from contracts.codec import registered
 
-from .support import admin_of
+from .support import admin_of, stack_env, until_every_service
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -34,9 +33,7 @@ async def test_the_page_follows_a_campaign_on_the_real_stack(tmp_path: Path) -> 
     from playwright.async_api import async_playwright
 
     port = free_port()
-    env = {**os.environ, "AIOS_LOG_FORMAT": "json", "COLUMNS": "220"}
-    env.pop("NATS_URL", None)
-    env.pop("AIOS_NAMESPACE", None)
+    env = stack_env()
     log = open(tmp_path / "up.log", "wb")  # noqa: ASYNC230 - the stack's merged logs, for diagnosis
     data = tmp_path / "aios"
     up = await asyncio.create_subprocess_exec(
@@ -47,11 +44,7 @@ async def test_the_page_follows_a_campaign_on_the_real_stack(tmp_path: Path) -> 
     try:
         admin = await admin_of(data)
         async with connect(url, name="test-dashboard-stack", connect_deadline=30, **admin) as bus:
-            wanted = {s.name for s in SERVICES if s.replicas > 0}
-            views = []
-            async with asyncio.timeout(120):
-                while not wanted <= {v.name for v in views}:
-                    views = await discover(bus.nc, window=0.2)  # each round waits for replies
+            views = await until_every_service(bus)
             (page_url,) = [v.metadata["url"] for v in views if v.name == "dashboard"]
             # Every endpoint of every service names its contracts, and they exist.
             known = set(registered())

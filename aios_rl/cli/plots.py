@@ -11,8 +11,9 @@ continuations, policy calls, reference runs).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -51,18 +52,22 @@ def _done(records: Sequence[EpochRecord]) -> list[EpochRecord]:
     return sorted((r for r in records if r.received or r.verdict), key=lambda r: r.epoch)
 
 
-def success_figure(records: Sequence[EpochRecord], heldout: Sequence[HeldoutScore]) -> Figure:
-    fig, ax = _figure()
+def _per_env(ax: Any, records: Sequence[EpochRecord], value: Callable[[Any], float]) -> None:
+    """One line per environment: ``value`` of its stats in each finished epoch it ran in."""
     done = _done(records)
-    envs = sorted({env for r in done for env in r.per_env})
-    for env in envs:
+    for env in sorted({env for r in done for env in r.per_env}):
         pts = [
-            (r.epoch, r.per_env[env].success / r.per_env[env].episodes)
+            (r.epoch, value(r.per_env[env]))
             for r in done
-            if env in r.per_env and r.per_env[env].episodes
+            if r.per_env.get(env) and r.per_env[env].episodes
         ]
         if pts:
             ax.plot(*zip(*pts, strict=True), marker="o", label=f"rollouts, {env}")
+
+
+def success_figure(records: Sequence[EpochRecord], heldout: Sequence[HeldoutScore]) -> Figure:
+    fig, ax = _figure()
+    _per_env(ax, records, lambda st: st.success / st.episodes)
     by_env: dict[str, list[tuple[int, float]]] = {}
     for s in heldout:
         if s.tasks:
@@ -82,16 +87,7 @@ def success_figure(records: Sequence[EpochRecord], heldout: Sequence[HeldoutScor
 
 def reward_figure(records: Sequence[EpochRecord], heldout: Sequence[HeldoutScore]) -> Figure:
     fig, ax = _figure()
-    done = _done(records)
-    envs = sorted({env for r in done for env in r.per_env})
-    for env in envs:
-        pts = [
-            (r.epoch, r.per_env[env].mean_reward)
-            for r in done
-            if env in r.per_env and r.per_env[env].episodes
-        ]
-        if pts:
-            ax.plot(*zip(*pts, strict=True), marker="o", label=f"rollouts, {env}")
+    _per_env(ax, records, lambda st: st.mean_reward)
     pts = sorted((s.epoch, s.mean_reward) for s in heldout if s.tasks)
     if pts:
         ax.plot(*zip(*pts, strict=True), marker="s", linestyle="--", label="held-out")

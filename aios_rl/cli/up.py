@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from contracts import ENVIRONMENTS, Names, topology
@@ -100,24 +101,23 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     up.set_defaults(run=_run)
 
 
-def _cluster_size(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of servers") from None
-    if not 1 <= n <= 7:
-        raise argparse.ArgumentTypeError(f"a local cluster has 1 to 7 servers, not {n}")
-    return n
+def _bounded(what: str, low: int, high: int, why: str) -> Callable[[str], int]:
+    """An argparse type: an int in [low, high], else a one-line error naming ``what``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what}") from None
+        if not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"{why} {low} to {high}, not {n}")
+        return n
+
+    return parse
 
 
-def _replicas(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of replicas") from None
-    if not 1 <= n <= 5:
-        raise argparse.ArgumentTypeError(f"replicas must be 1 to 5 (JetStream's limit), not {n}")
-    return n
+_cluster_size = _bounded("servers", 1, 7, "a local cluster has")
+_replicas = _bounded("replicas", 1, 5, "replicas must be (JetStream's limit)")
 
 
 def _env_name(text: str) -> str:
