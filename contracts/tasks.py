@@ -14,6 +14,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointCause",
     "GroundTruth",
+    "KnownFix",
     "LoggedDecision",
     "OrchestratorStage",
     "OrchestratorTask",
@@ -22,7 +23,10 @@ __all__ = [
     "WorkItem",
 ]
 
-ShellSplit = Literal["train", "heldout", "real"]
+ShellSplit = Literal["train", "heldout", "real", "real-heldout"]
+"""Generated tasks (``train``, ``heldout``), real code (``real``: stdlib modules with an injected
+bug, and tasks imported or mined from users' repositories) and the mined tasks held out by commit
+(``real-heldout``)."""
 
 
 class CandidateEdit(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,7 +77,31 @@ class ShellTask(Message, frozen=True, kw_only=True):
     candidate_edits: list[CandidateEdit] = []
     ground_truth: GroundTruth
     source: str = "generated"
-    """``generated`` (phase 1) or where the real code came from (phase 2)."""
+    """``generated`` (phase 1) or where the real code came from (phase 2): ``stdlib:<module>@...``,
+    ``import:<name>`` or ``mined:<name>@<commit>``."""
+    known_fix: KnownFix | None = None
+    """Imported and mined tasks: the person's fix, when known (``ground_truth`` then summarises
+    its first hunk, operator ``known_fix``; without one the operator is ``unknown``)."""
+    suspicious: list[str] = []
+    """Imported and mined tasks: ``path:line`` of the code lines fault localisation ranked most
+    suspicious, best first (analysis; the policy sees only the candidates it produced)."""
+
+
+class KnownFix(msgspec.Struct, frozen=True, kw_only=True):
+    """The fix a person made, for a task imported with one or mined from history: hidden ground
+    truth (the oracle teacher and analysis use it). It is never offered as a candidate edit."""
+
+    patch: str
+    """Unified diff (``a/``, ``b/`` prefixes) from the task's files to the fixed files."""
+    files: dict[str, str] = {}
+    """Path -> fixed text of each code file the fix changes (``""``: the fix deletes it)."""
+    lines: list[str] = []
+    """``path:line`` of each line of the task's (buggy) files the fix changes or deletes, or
+    next to which it inserts: what fault localisation is scored against."""
+    commit: str = ""
+    """The commit that fixed it (mined or ``--fix-commit``), else empty."""
+    message: str = ""
+    """That commit's subject line."""
 
 
 class TaskIndex(Message, frozen=True, kw_only=True):

@@ -346,11 +346,17 @@ def url(args: argparse.Namespace) -> str:
     return args.nats_url or DEFAULT_URL
 
 
-def read_state(args: argparse.Namespace, name: str, *, serve: bool = True):  # type: ignore[no-untyped-def]
+def read_state(args: argparse.Namespace, name: str, *, serve: bool = True, create: bool = False):  # type: ignore[no-untyped-def]
     """The state a read command looks at (``stack.embedded.reader``): the server at the URL,
-    else the store's (``--store``). Raises ``NoStoreError`` when there is neither."""
+    else the store's (``--store``; ``create``: a new store too). Raises ``NoStoreError`` when
+    there is neither."""
     return reader(
-        url(args), store=Path(args.store), namespace=args.namespace, name=name, serve=serve
+        url(args),
+        store=Path(args.store),
+        namespace=args.namespace,
+        name=name,
+        serve=serve,
+        create=create,
     )
 
 

@@ -105,8 +105,12 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     ev = shell_sub.add_parser(
         "eval", help="success rate, partial rate and mean reward of a checkpoint, with intervals"
     )
-    eval_args(ev, limit=50, splits=("heldout", "train", "real"))
+    eval_args(ev, limit=50, splits=("heldout", "train", "real", "real-heldout"))
     ev.set_defaults(run=_on_a_stack(run_shell_eval))
+
+    from .shell_import import add as add_import
+
+    add_import(shell_sub)
 
 
 def _on_a_stack(
@@ -175,6 +179,16 @@ async def ensure_tasks(
         return ids[:count]
     store = ShellTaskStore(bus)
     ids = await store.list(split)
+    if split == "real-heldout" or (split == "real" and ids and await _has_imported(store, ids)):
+        # Users' tasks (shell import / shell mine): never topped up with generated ones.
+        if not ids:
+            raise CliError(
+                "no real-heldout tasks in the store: `aios-rl shell mine REPO` assigns some "
+                "commits to it (--heldout-share)"
+            )
+        if len(ids) < count:
+            console.print(f"{split}: using the {len(ids)} imported tasks there ({count} asked)")
+        return ids[:count]
     if len(ids) < count:
         console.print(
             f"generating {count} verified {split} shell tasks (cached after the first run)"
@@ -192,6 +206,14 @@ async def ensure_tasks(
         console.print(f"{len(tasks)} {split} tasks stored in {time.monotonic() - started:.0f}s")
         ids = await store.list(split)
     return ids[:count]
+
+
+async def _has_imported(store: ShellTaskStore, ids: list[str]) -> bool:
+    """Whether the split holds tasks imported or mined from users' code (their ``source``)."""
+    for task_id in ids[:20]:
+        if (await store.get(task_id)).source.startswith(("import:", "mined:")):
+            return True
+    return False
 
 
 async def resolve(bus: Bus, checkpoint: str) -> str:
@@ -379,12 +401,16 @@ async def train_and_report(
     env = getattr(args, "environment", "shell")
     spec = campaign_spec(args, campaign_id, {env: 1.0})
     await ensure_tasks(bus, spec.split, args.train_tasks, console, seed=args.seed, env=env)
-    heldout = await ensure_tasks(bus, "heldout", args.heldout, console, seed=args.seed, env=env)
+    heldout_split = "heldout"
+    if env == "shell" and spec.split == "real" and await ShellTaskStore(bus).list("real-heldout"):
+        heldout_split = "real-heldout"  # mined tasks held out by commit: the score that matters
+        console.print("held-out scores on real-heldout (tasks mined from the same history)")
+    heldout = await ensure_tasks(bus, heldout_split, args.heldout, console, seed=args.seed, env=env)
     initial = await active_checkpoint(bus, 120)
     await check_store_student(bus, initial, args.student)
     await apply_teacher(bus, args.teacher)
     before, _ = await evaluate(
-        bus, initial, heldout, console, split="heldout", label="held-out, before", env=env
+        bus, initial, heldout, console, split=heldout_split, label="held-out, before", env=env
     )
     console.print(
         f"student {initial[:12]} before training: held-out success {before.success.pct()}, "
@@ -400,14 +426,14 @@ async def train_and_report(
                 r.active_checkpoint,
                 heldout,
                 console,
-                split="heldout",
+                split=heldout_split,
                 label=f"held-out, epoch {r.epoch}",
                 env=env,
             )
     final = (await CheckpointRegistry(bus).pointers())[0].active or initial
     if final not in scores:
         scores[final], _ = await evaluate(
-            bus, final, heldout, console, split="heldout", label="held-out, final", env=env
+            bus, final, heldout, console, split=heldout_split, label="held-out, final", env=env
         )
     heldout_by_epoch = {
         r.epoch: scores[r.active_checkpoint].success.value

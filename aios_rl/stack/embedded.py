@@ -282,11 +282,13 @@ async def reader(
     namespace: str = "",
     name: str = "aios-rl",
     serve: bool = True,
+    create: bool = False,
 ) -> AsyncIterator[Reader]:
     """A connection to the state: the server at ``url`` if it answers, else the one another
     command runs on ``store``, else (with ``serve``) an embedded ``nats-server`` alone on the
     store, stopped when the block ends. The store's auth config and admin credentials are used
-    when it has users. Raises ``NoStoreError`` when none of these is there."""
+    when it has users. Raises ``NoStoreError`` when none of these is there (``create``: a store
+    that holds nothing yet is started, with users, for a command that writes to it)."""
     names = Names(namespace)
     running = running_url(store)
     for at, source in ((url, "server"), (running, "running")):
@@ -308,12 +310,17 @@ async def reader(
     where = f"no NATS server answers at {url}" if url else "no NATS server is running"
     if not serve:
         raise NoStoreError(f"{where}, and no command is running on the store {store}")
-    if not has_state(store):
+    if not has_state(store) and not create:
         raise NoStoreError(
             f"{where} and the store {store} holds nothing yet: run `aios-rl demo` or "
             "`aios-rl train` first (or pass --store / --nats-url)"
         )
     kept = admin_credentials(store)
+    if kept is None and create and not has_state(store):
+        # A new store, written by a command before any stack ran on it: with users, as the
+        # embedded stack would make it.
+        prepare(store, names, [s.name for s in SERVICES])
+        kept = admin_credentials(store)
     auth = prepare(store, names, [s.name for s in SERVICES]) if kept else None
     with NatsServer(store / "nats", config=auth.config if auth else None) as server:
         async with connect(

@@ -38,7 +38,10 @@ Boundary (ambiguous) cases are those where the outcome and the ground truth disa
 pass without the known fix (another fix, or weak tests), the fix alone was applied and the tests
 still fail (flaky tests, or a task the oracle knows wrong) — and ``blocked`` episodes, where the
 environment stopped the agent and the oracle cannot tell fault from infrastructure. A task with
-no fix among its candidate edits is judged ``unsure``, score 0, boundary.
+no fix among its candidate edits is judged ``unsure``, score 0, boundary — unless it was
+imported or mined with a known fix: then the hint is a free-text command that applies that fix
+(``importing.fix_command``) and the verdict follows the outcome (success correct 1, partial 0.25,
+failure incorrect -0.5, blocked unsure and boundary).
 
 Browser episodes on the local sites (``judge_browser``): the generator knows the solution
 path. The oracle walks the trajectory along it (element names resolved against each step's
@@ -75,6 +78,7 @@ from aios_rl.envs.browser.actions import (
 )
 from aios_rl.envs.orchestrator import sim
 from aios_rl.envs.shell.episode import SUBMIT, UNDO
+from aios_rl.envs.shell.importing import fix_command
 from aios_rl.teachers import shown_as
 from contracts import (
     BrowserTask,
@@ -146,6 +150,9 @@ def judge(req: TeacherRequest, task: ShellTask) -> TeacherSignal:
     fixes = [e for e in task.candidate_edits if e.is_fix]
     gt = task.ground_truth
     if not fixes:
+        command = fix_command(task)
+        if command is not None:
+            return _judge_known_fix(req, task, command)
         return TeacherSignal(
             backend=BACKEND,
             verdict="unsure",
@@ -211,6 +218,39 @@ def judge(req: TeacherRequest, task: ShellTask) -> TeacherSignal:
         hints=hints,
         boundary=boundary,
         rationale=f"{why}; the bug is the {where}",
+    )
+
+
+def _judge_known_fix(req: TeacherRequest, task: ShellTask, command: str) -> TeacherSignal:
+    """An imported or mined task whose known fix no candidate edit makes: the hint is a
+    free-text command that applies it (at the first step, unless that step ran it), the verdict
+    follows the outcome."""
+    hints: list[TeacherHint] = []
+    if req.steps and req.steps[0].action.strip() != command.strip():
+        hints.append(
+            TeacherHint(
+                step=req.steps[0].index,
+                better_action=command,
+                note="applies the known fix (no candidate edit makes it)",
+            )
+        )
+    where = task.known_fix.commit[:12] if task.known_fix and task.known_fix.commit else "a patch"
+    match req.outcome:
+        case "success":
+            verdict, score, boundary, why = "correct", 1.0, False, "the tests pass"
+        case "partial":
+            verdict, score, boundary, why = "partially_correct", 0.25, False, "some tests pass"
+        case "failure":
+            verdict, score, boundary, why = "incorrect", -0.5, False, "the tests still fail"
+        case _:
+            verdict, score, boundary, why = "unsure", 0.0, True, "the environment blocked it"
+    return TeacherSignal(
+        backend=BACKEND,
+        verdict=verdict,
+        score=score,
+        hints=hints,
+        boundary=boundary,
+        rationale=f"{why}; the known fix ({where}) is outside the candidate edits",
     )
 
 

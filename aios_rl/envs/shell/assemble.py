@@ -18,6 +18,7 @@ import ast
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Literal
 
 from contracts import CandidateEdit, ShellTask
@@ -65,6 +66,11 @@ def failure_reasons(output: str) -> dict[str, str]:
         if len(reason) > MAX_REASON_CHARS:
             reason = reason[: MAX_REASON_CHARS - 3] + "..."
         reasons.setdefault(test_id, reason)
+    for m in re.finditer(r"^(?:FAILED|ERROR) (\S+?::\S+?)(?: - (.*))?$", output, re.MULTILINE):
+        reason = (m.group(2) or "").strip()
+        if len(reason) > MAX_REASON_CHARS:
+            reason = reason[: MAX_REASON_CHARS - 3] + "..."
+        reasons.setdefault(m.group(1), reason)
     return reasons
 
 
@@ -102,9 +108,16 @@ def pointed_functions(test_sources: Mapping[str, str], failing: Sequence[str]) -
     """Names (functions, methods, attributes) the failing test methods mention.
 
     ``test_sources`` maps a test module's name (``test_stack``) to its source; a failing id is
-    ``module.Class.method``."""
+    ``module.Class.method`` (unittest) or ``path/test_stack.py::[Class::]function[params]``
+    (pytest; a function without a class is paired with ``""``)."""
     wanted: dict[str, set[tuple[str, str]]] = {}
     for test_id in failing:
+        if "::" in test_id:
+            path, *names = test_id.split("::")
+            func = names[-1].split("[", 1)[0]
+            cls = names[-2] if len(names) >= 2 else ""
+            wanted.setdefault(PurePosixPath(path).stem, set()).add((cls, func))
+            continue
         parts = test_id.split(".")
         if len(parts) >= 3:
             wanted.setdefault(parts[0], set()).add((parts[-2], parts[-1]))
@@ -114,16 +127,17 @@ def pointed_functions(test_sources: Mapping[str, str], failing: Sequence[str]) -
         if source is None:
             continue
         tree = parse(source)
+        functions = [("", fn) for fn in tree.body if isinstance(fn, ast.FunctionDef)]
         for cls in tree.body:
-            if not isinstance(cls, ast.ClassDef):
-                continue
-            for fn in cls.body:
-                if isinstance(fn, ast.FunctionDef) and (cls.name, fn.name) in pairs:
-                    for node in ast.walk(fn):
-                        if isinstance(node, ast.Name):
-                            names.add(node.id)
-                        elif isinstance(node, ast.Attribute):
-                            names.add(node.attr)
+            if isinstance(cls, ast.ClassDef):
+                functions += [(cls.name, fn) for fn in cls.body if isinstance(fn, ast.FunctionDef)]
+        for owner, fn in functions:
+            if (owner, fn.name) in pairs:
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Name):
+                        names.add(node.id)
+                    elif isinstance(node, ast.Attribute):
+                        names.add(node.attr)
     return names
 
 

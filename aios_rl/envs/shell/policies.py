@@ -28,6 +28,13 @@ def oracle_action(task: ShellTask, candidates: list[str]) -> str:
 
 
 def oracle_policy(task: ShellTask) -> Policy:
+    """:func:`oracle_action`; for an imported task whose known fix no candidate makes, the
+    free-text command that applies it first (``importing.fix_command``), then ``submit``."""
+    from .importing import fix_command
+
+    command = None if any(e.is_fix for e in task.candidate_edits) else fix_command(task)
+    if command is not None:
+        return lambda _obs, _candidates, step: command if step == 0 else SUBMIT
     return lambda _obs, candidates, _step: oracle_action(task, candidates)
 
 

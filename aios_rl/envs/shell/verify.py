@@ -220,14 +220,17 @@ def run_many(
 
 
 _FAILURE_RE = re.compile(r"^(?:FAIL|ERROR): (\S+) \(([^)\s]+)\)", re.MULTILINE)
+_PYTEST_RE = re.compile(r"^(?:FAILED|ERROR) (\S+?::\S+?)(?: - .*)?$", re.MULTILINE)
 
 
 def failing_test_ids(output: str) -> list[str]:
-    """The ids (``module.Class.test``) of the tests a ``unittest`` run reports as failing or
-    erroring, sorted, each once (subtests fold into their test)."""
+    """The ids of the tests a run reports as failing or erroring, sorted, each once: ``unittest``'s
+    (``module.Class.test``; subtests fold into their test) and pytest's short summary
+    (``path::Class::test``, node ids)."""
     ids = set()
     for name, where in _FAILURE_RE.findall(output):
         ids.add(where if where.endswith("." + name) or where == name else f"{where}.{name}")
+    ids.update(_PYTEST_RE.findall(output))
     return sorted(ids)
 
 
