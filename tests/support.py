@@ -131,13 +131,16 @@ def stack_env() -> dict[str, str]:
     return env
 
 
-async def until_every_service(bus: Bus, *, namespace: str = "", within: float = 120.0) -> list:
-    """Wait until every service the registry starts by default answers discovery; the views
-    of the last round (each round waits for the replies: no busy loop)."""
+async def until_every_service(
+    bus: Bus, *, namespace: str = "", within: float = 120.0, wanted: set[str] | None = None
+) -> list:
+    """Wait until every service the registry starts by default (or those ``wanted``) answers
+    discovery; the views of the last round (each round waits for the replies: no busy loop)."""
     from aios_rl.bus import discover
     from aios_rl.stack import SERVICES
 
-    wanted = {s.name for s in SERVICES if s.replicas > 0}
+    if wanted is None:
+        wanted = {s.name for s in SERVICES if s.replicas > 0}
     views: list = []
     async with asyncio.timeout(within):
         while not wanted <= {v.name for v in views}:

@@ -16,15 +16,14 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from aios_rl.bus import Bus, connect, discover, jetstream_ready, provision
-from aios_rl.stack import SERVICES
+from aios_rl.bus import Bus, connect, jetstream_ready, provision
 from aios_rl.stack.natsd import NatsCluster
 from aios_rl.state.checkpoints import CheckpointRegistry
 from aios_rl.state.ledger import Ledger
 from contracts import Episode, Names
 from contracts.subjects import STREAM_EPISODES
 
-from .support import eventually
+from .support import eventually, until_every_service
 
 CAMPAIGN = "clustered"
 
@@ -83,11 +82,7 @@ async def test_a_campaign_survives_losing_the_episode_streams_leader_twice(
                 stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
             )  # fmt: skip
             try:
-                wanted = {s.name for s in SERVICES if s.replicas > 0}
-                views: list = []
-                async with asyncio.timeout(180):
-                    while not wanted <= {v.name for v in views}:
-                        views = await discover(bus.nc, window=0.2)  # each round waits for replies
+                await until_every_service(bus, within=180)
                 stream = bus.names.stream(STREAM_EPISODES)
                 assert (await bus.js.stream_info(stream)).config.num_replicas == 3
                 train = await asyncio.create_subprocess_exec(
@@ -183,10 +178,7 @@ async def test_up_cluster_runs_three_servers_with_three_replicas(tmp_path: Path)
         assert len(url.split(",")) == 3
         admin = await admin_of(data)
         async with connect(url, name="test-up-cluster", **admin) as bus:
-            views: list = []
-            async with asyncio.timeout(120):
-                while "reward" not in {v.name for v in views}:
-                    views = await discover(bus.nc, window=0.2)  # each round waits for replies
+            await until_every_service(bus, wanted={"reward"})
             for stream in ("EPISODES", "KV_ledger", "OBJ_weights"):
                 assert (await bus.js.stream_info(stream)).config.num_replicas == 3, stream
     finally:
@@ -208,10 +200,7 @@ async def test_serve_runs_one_service_against_a_server_elsewhere(
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, cwd=tmp_path,
     )  # fmt: skip
     try:
-        views: list = []
-        async with asyncio.timeout(60):
-            while "reward" not in {v.name for v in views}:
-                views = await discover(bus.nc, namespace=bus.names.namespace, window=0.2)
+        await until_every_service(bus, namespace=bus.names.namespace, within=60, wanted={"reward"})
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = await asyncio.wait_for(proc.communicate(), 60)

@@ -523,6 +523,7 @@ def test_commands_ids_and_splits() -> None:
     assert normalise_command("python3.11 run.py") == ["{python}", "run.py"]
     assert normalise_command("make test") == ["make", "test"]
     assert traceable(["{python}", "-m", "pytest"]) and traceable(["{python}", "run_tests.py"])
+    assert traceable(["{python}", "-B", "-S", "run_tests.py"])
     assert not traceable(["make", "test"]) and not traceable(["{python}", "-c", "x"])
     out = "F.\nFAILED tests/test_a.py::TestX::test_y[1-2] - AssertionError: boom\nERROR t.py::t_z\n"
     assert failing_test_ids(out) == ["t.py::t_z", "tests/test_a.py::TestX::test_y[1-2]"]
@@ -536,6 +537,7 @@ def test_commands_ids_and_splits() -> None:
     assert split_for("abc", 0.25) == split_for("abc", 0.25) and split_for("abc", 0.0) == "real"
     assert is_test_path("tests/helpers.py") and is_test_path("pkg/test_x.py")
     assert is_test_path("conftest.py") and not is_test_path("pkg/testing_utils.py")
+    assert is_test_path("run_tests.py") and not is_test_path("pkg/contest.py")
 
 
 def test_fix_command_writes_the_fixed_files(tmp_path: Path) -> None:

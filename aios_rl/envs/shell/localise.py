@@ -158,16 +158,26 @@ class Spectrum:
         return sorted(t for t, f in self.failed.items() if f)
 
 
+_FLAGS = ("-B", "-S", "-s", "-u", "-E", "-I", "-q")
+"""Interpreter flags a test command may carry that do not change what runs."""
+
+
+def _program(test_command: Sequence[str]) -> list[str]:
+    """The test command after ``{python}`` and its harmless interpreter flags."""
+    rest = list(test_command[1:])
+    while rest and rest[0] in _FLAGS:
+        rest.pop(0)
+    return rest
+
+
 def traceable(test_command: Sequence[str]) -> bool:
-    """Whether the harness can run this test command: ``{python}`` followed by ``-m pytest``,
-    ``-m unittest`` or a script."""
-    return (
-        len(test_command) >= 2
-        and test_command[0] == "{python}"
-        and (
-            list(test_command[1:3]) in (["-m", "pytest"], ["-m", "unittest"])
-            or not test_command[1].startswith("-")
-        )
+    """Whether the harness can run this test command: ``{python}`` (with flags such as ``-B``)
+    followed by ``-m pytest``, ``-m unittest`` or a script."""
+    if len(test_command) < 2 or test_command[0] != "{python}":
+        return False
+    rest = _program(test_command)
+    return bool(rest) and (
+        rest[:2] in (["-m", "pytest"], ["-m", "unittest"]) or not rest[0].startswith("-")
     )
 
 
@@ -182,7 +192,7 @@ def spectrum(
     command cannot be traced or the run left no readable record."""
     if not traceable(test_command):
         return None
-    args = [a for a in test_command[1:] if a not in ("-B", "-S")]
+    args = _program(test_command)
     tmp = Path(tempfile.mkdtemp(prefix="aios-spectrum-", dir=work_root))
     try:
         materialize(

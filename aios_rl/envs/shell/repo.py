@@ -104,13 +104,15 @@ class Commit:
 
 def is_test_path(path: str) -> bool:
     """Whether ``path`` is test code a policy must leave alone: ``test_*.py``, ``*_test.py``,
-    ``conftest.py``, or anything under a ``test``/``tests``/``testing`` directory."""
+    ``*tests.py`` (``tests.py``, ``run_tests.py``, ``runtests.py``), ``conftest.py``, or anything
+    under a ``test``/``tests``/``testing`` directory."""
     p = PurePosixPath(path)
     if any(part in ("test", "tests", "testing") for part in p.parts[:-1]):
         return True
     name = p.name
     return name == "conftest.py" or (
-        name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+        name.endswith(".py")
+        and (name.startswith("test_") or name.endswith(("_test.py", "tests.py")))
     )
 
 
