@@ -38,5 +38,6 @@ bench *ARGS:
     {{venv}}/python bench/scale.py {{ARGS}}
     {{venv}}/python bench/shell.py {{ARGS}}
     {{venv}}/python bench/learning.py {{ARGS}}
+    {{venv}}/python bench/realrepo.py {{ARGS}}
     {{venv}}/python bench/fuzz.py {{ARGS}}
     {{venv}}/python bench/chaos.py {{ARGS}}

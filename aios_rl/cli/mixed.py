@@ -181,7 +181,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     train.set_defaults(run=_on_a_stack(run_shell_train), environment="shell")
 
     evaluate_p = subparsers.add_parser("eval", help="the same as `shell eval`")
-    eval_args(evaluate_p, limit=50, splits=("heldout", "train", "real"))
+    eval_args(evaluate_p, limit=50, splits=("heldout", "train", "real", "real-heldout"))
     evaluate_p.set_defaults(run=_on_a_stack(run_shell_eval), environment="shell")
 
 
