@@ -13,6 +13,7 @@ import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from aios_rl.bus import Bus
@@ -372,6 +373,26 @@ async def test_mined_tasks_run_through_the_real_runner(
     again = [job(t.task_id, 100 + i) for i, t in enumerate(tasks)]
     got = await run_jobs(bus, names, again, [policy_service(bus, submit), runner_svc], 120)
     assert {ep.outcome for ep in got.values()} == {"failure"}  # nothing fixed: the tests fail
+
+
+async def test_real_splits_use_the_imported_tasks_and_are_never_topped_up(
+    bus: Bus, mined: MineReport
+) -> None:
+    from rich.console import Console
+
+    from aios_rl.cli._common import CliError
+    from aios_rl.cli.shell import ensure_tasks
+
+    console = Console(quiet=True)
+    with pytest.raises(CliError, match="no real-heldout tasks"):
+        await ensure_tasks(bus, "real-heldout", 5, console)
+    tasks = [msgspec.structs.replace(g.task, split="real") for g in mined.tasks]
+    await ShellTaskStore(bus).put_all(tasks)
+    ids = await ensure_tasks(bus, "real", 50, console)  # 50 asked, 2 there: none generated
+    assert ids == [t.task_id for t in tasks]
+    held = msgspec.structs.replace(tasks[0], split="real-heldout")
+    await ShellTaskStore(bus).put_all([held])
+    assert await ensure_tasks(bus, "real-heldout", 5, console) == [held.task_id]
 
 
 # -- the command line ------------------------------------------------------------------------------

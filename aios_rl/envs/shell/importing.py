@@ -235,8 +235,16 @@ def build_task(
     scored = ochiai(spec) if spec is not None else []
     ranked = [(p, n) for p, n, score in scored if score > 0]
     say(f"{name}: trying repairs at {min(len(ranked), opts.repair.max_lines)} lines")
+    slowest = max(r.duration_s for r in runs)
     proposal = propose(
-        files, test_command, failing, ranked, executor, options=opts.repair, work_root=work_root
+        files,
+        test_command,
+        failing,
+        ranked,
+        executor,
+        options=opts.repair,
+        work_root=work_root,
+        timeout_s=max(5.0, 5 * slowest),
     )
     suspicious = [f"{p}:{n}" for p, n in ranked[:50]]
     fix_rank = None

@@ -12,11 +12,14 @@ site on each, in rank order; the first ``max_tries`` distinct edits are run agai
 A candidate that makes every test pass is a *solving* candidate (``is_fix``: hidden, as for
 generated tasks). Offered: every solving candidate, then the best ranked others up to ``offer``
 edits in all, shuffled with a generator seeded by the task's files so their order tells nothing.
-Edits that time out the tests are never offered.
+Edits that time out the tests are never offered; each check's time limit is five times the
+slowest verification run (at least 5 s), so an edit that makes the tests loop costs seconds, not
+the sandbox's whole limit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from collections.abc import Mapping, Sequence
@@ -107,10 +110,12 @@ def run_tests_with(
     *,
     hash_seed: int = 0,
     work_root: Path | None = None,
+    timeout_s: float | None = None,
 ) -> ExecResult:
     """Run the test command on ``files`` in a fresh directory through ``executor``, with
     ``PYTHONHASHSEED`` set to ``hash_seed`` (runs with other seeds catch tests that depend on
-    hash order)."""
+    hash order); ``timeout_s``: a limit tighter than the executor's (coreutils ``timeout``; the
+    run then reads as timed out)."""
     import shutil
     import tempfile
 
@@ -118,7 +123,12 @@ def run_tests_with(
     try:
         materialize(files, tmp)
         argv = ["/usr/bin/env", f"PYTHONHASHSEED={hash_seed}", *command_argv(test_command)]
-        return executor.run(argv, tmp)
+        if timeout_s is not None:
+            argv = ["/usr/bin/timeout", "-k", "1", f"{timeout_s:.1f}", *argv]
+        result = executor.run(argv, tmp)
+        if timeout_s is not None and result.exit_code in (124, 137) and not result.timed_out:
+            return dataclasses.replace(result, timed_out=True, killed_by="wall_timeout")
+        return result
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -132,14 +142,22 @@ def propose(
     *,
     options: RepairOptions | None = None,
     work_root: Path | None = None,
+    timeout_s: float | None = None,
 ) -> Proposal:
-    """The candidate edits of a task (see the module docstring)."""
+    """The candidate edits of a task (see the module docstring); ``timeout_s`` bounds each
+    check (an edit can make the tests loop: it is then not offered)."""
     opts = options or RepairOptions()
     found = edits_at(files, ranked, max_lines=opts.max_lines)[: opts.max_tries]
     before = set(failing)
 
     def check(edit: CandidateEdit) -> ExecResult:
-        return run_tests_with(apply_edit(files, edit), test_command, executor, work_root=work_root)
+        return run_tests_with(
+            apply_edit(files, edit),
+            test_command,
+            executor,
+            work_root=work_root,
+            timeout_s=timeout_s,
+        )
 
     if opts.workers > 1 and len(found) > 1:
         with ThreadPoolExecutor(max_workers=opts.workers) as pool:
