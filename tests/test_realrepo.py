@@ -395,6 +395,33 @@ async def test_real_splits_use_the_imported_tasks_and_are_never_topped_up(
     assert await ensure_tasks(bus, "real-heldout", 5, console) == [held.task_id]
 
 
+def test_the_oracle_hints_the_known_fix_as_a_command_when_no_candidate_makes_it(
+    mined: MineReport, history: tuple[Path, dict[str, str]]
+) -> None:
+    from contracts import StepDigest, TeacherRequest
+    from services.teacher_oracle.logic import judge
+
+    _, shas = history
+    task = by_commit(mined)[shas["fix_spaces"]].task
+    command = fix_command(task)
+    assert command is not None
+
+    def request(first: str, outcome: str) -> TeacherRequest:
+        steps = [
+            StepDigest(index=0, observation="o", action=first, candidates=["run the tests"]),
+            StepDigest(index=1, observation="o", action=SUBMIT, candidates=[SUBMIT]),
+        ]
+        return TeacherRequest(
+            request_id="r", episode_id="e", environment="shell", task_id=task.task_id,
+            task_statement=task.statement, steps=steps, outcome=outcome,
+        )  # fmt: skip
+
+    missed = judge(request("run the tests", "failure"), task)
+    assert missed.verdict == "incorrect" and [h.better_action for h in missed.hints] == [command]
+    solved = judge(request(command, "success"), task)
+    assert solved.verdict == "correct" and solved.hints == [] and solved.score == 1.0
+
+
 # -- the command line ------------------------------------------------------------------------------
 
 
