@@ -904,3 +904,28 @@ async def test_endpoints_have_unique_names_and_describe_their_contracts(bus: Bus
     meta = {ep["name"]: ep["metadata"] for ep in info["endpoints"]}
     assert meta["act"] == {"request_schema": "act_request.v1", "response_schema": "act_response.v1"}
     assert meta["status"] == {"request_schema": "", "response_schema": "service_status.v1"}
+
+
+def test_logs_follow_stderr_when_it_is_swapped_and_the_old_one_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A program (or pytest) that replaces sys.stderr and closes the old one after logging was
+    configured must not leave the logger writing to a closed file (an in-process CLI call in one
+    test once broke the logs of every later test)."""
+    import io
+    import sys
+
+    from aios_rl.bus import configure_logging, get_logger
+
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    configure_logging("probe", fmt="json", level="info")
+    try:
+        get_logger().info("one")
+        first.close()
+        monkeypatch.setattr(sys, "stderr", second)
+        get_logger().info("two")  # raised "I/O operation on closed file" before
+        assert '"event": "two"' in second.getvalue()
+    finally:
+        monkeypatch.undo()
+        configure_logging("tests", fmt="json", level="warning")

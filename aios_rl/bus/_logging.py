@@ -16,6 +16,21 @@ LogFormat = Literal["auto", "json", "console"]
 _configured = False
 
 
+class _Stderr:
+    """``sys.stderr`` as it is when a line is written, not when logging was configured: a
+    program (or a test harness) that swaps ``sys.stderr`` later, and closes the old one, must
+    not leave the logger writing to a closed file."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_STDERR = _Stderr()
+
+
 def configure_logging(service: str = "", *, fmt: str = "auto", level: str = "info") -> None:
     """Configure structlog for this process and bind ``service`` into every line.
 
@@ -46,7 +61,7 @@ def configure_logging(service: str = "", *, fmt: str = "auto", level: str = "inf
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_STDERR),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.clear_contextvars()
@@ -55,7 +70,7 @@ def configure_logging(service: str = "", *, fmt: str = "auto", level: str = "inf
     # nats-py logs through the standard library: route its warnings to the same stream.
     logging.basicConfig(
         level=max(numeric, logging.WARNING),
-        stream=sys.stderr,
+        stream=_STDERR,
         format="%(name)s %(levelname)s %(message)s",
     )
     _configured = True
