@@ -5,6 +5,7 @@ the JSON Schema in ``contracts/schema/``) can depend on it.
 """
 
 from ._base import Message
+from .agentbench import AgentBenchDbTask, DbTable
 from .browser import (
     BROWSER_FLOWS,
     BrowserTask,
@@ -116,6 +117,7 @@ from .vocab import (
 )
 
 MESSAGES: tuple[type[Message], ...] = (
+    AgentBenchDbTask,
     Episode,
     TeacherSignal,
     TeacherRequest,
@@ -178,6 +180,7 @@ __all__ = [
     "STAGES",
     "ActRequest",
     "ActResponse",
+    "AgentBenchDbTask",
     "Algorithm",
     "BranchInfo",
     "BranchOrder",
@@ -199,6 +202,7 @@ __all__ = [
     "ContractError",
     "ControlSnapshot",
     "ControlState",
+    "DbTable",
     "DeadLetter",
     "Decision",
     "DecodeError",

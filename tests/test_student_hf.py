@@ -61,6 +61,11 @@ def tokenizer():
     """A byte-level BPE tokenizer (any text encodes) trained on a few sentences."""
     if not HAVE_TRANSFORMERS:
         pytest.skip("transformers is not installed")
+    return make_tokenizer()
+
+
+def make_tokenizer():
+    """:func:`tokenizer`, for other test modules."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

@@ -26,6 +26,7 @@ from ..stack.embedded import StackError
 from ..stack.natsd import NatsServerError
 from ..stack.supervisor import PlanError
 from . import (
+    agentbench,
     auth,
     browser,
     campaign,
@@ -64,6 +65,7 @@ COMMANDS = (
     demo,
     config,
     auth,
+    agentbench,
 )
 """The command groups, in the order ``aios-rl --help`` lists them."""
 

@@ -23,6 +23,7 @@ _BUILTIN = {
     "shell": "aios_rl.envs.shell.adapter",
     "orchestrator": "aios_rl.envs.orchestrator.adapter",
     "browser": "aios_rl.envs.browser.adapter",
+    "agentbench_db": "aios_rl.envs.agentbench.db_adapter",
 }
 """Built-in environment -> the module whose ``SPEC`` describes it."""
 

@@ -1,0 +1,223 @@
+"""A MariaDB server of our own for DB episodes: Debian's ``mariadbd`` on a private data
+directory, reachable only through a Unix socket in a 0700 folder (``--skip-networking``), one
+database and one user per episode. PyMySQL talks to it. No NATS here.
+
+Isolation: an episode's SQL runs as a user that holds every privilege on its own database and
+nothing else (no ``FILE``, ``PROCESS``, ``SUPER``, no other database), with a per-statement time
+limit (``max_statement_time``). ``group_concat_max_len`` is set to MySQL's default (1024; MariaDB's
+is a megabyte) so AgentBench's table hash means the same here. The database and the user are
+dropped when the episode closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pymysql
+
+__all__ = ["EpisodeDb", "MariaDb", "MariaDbError", "MariaDbUnavailable", "reply_text"]
+
+GROUP_CONCAT_MAX_LEN = 1024
+"""MySQL's default: AgentBench's hashes were computed with it."""
+
+
+class MariaDbError(RuntimeError):
+    """The server failed to start or to answer."""
+
+
+class MariaDbUnavailable(MariaDbError):
+    """No MariaDB server binaries on this machine (``deploy/setup.sh`` installs Debian's)."""
+
+
+def _binary(*names: str) -> str:
+    for name in names:
+        found = shutil.which(name) or next(
+            (str(p) for d in ("/usr/sbin", "/usr/bin") if (p := Path(d) / name).is_file()), None
+        )
+        if found:
+            return found
+    raise MariaDbUnavailable(
+        f"none of {', '.join(names)} is installed (apt-get install mariadb-server; "
+        "deploy/setup.sh does)"
+    )
+
+
+def reply_text(rows: object, limit: int = 800) -> str:
+    """A statement's result as AgentBench shows it: the text of the fetched rows (a list of
+    tuples), cut at ``limit`` characters and marked."""
+    text = str(list(rows)) if isinstance(rows, list | tuple) else str(rows)
+    return text if len(text) <= limit else text[:limit] + "[TRUNCATED]"
+
+
+@dataclass
+class EpisodeDb:
+    """One episode's database and the connection its SQL runs on (as its own user)."""
+
+    name: str
+    user: str
+    conn: pymysql.connections.Connection
+    server: MariaDb
+
+    def execute(self, sql: str, params: list[str] | None = None, *, limit: int = 800) -> str:
+        """Run one statement as the episode's user; the reply text (rows, ``[]`` for a
+        statement without rows, or the error)."""
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(sql, params or None)
+                rows = cur.fetchall() if cur.description else []
+        except pymysql.MySQLError as exc:
+            return reply_text(str(exc), limit)
+        return reply_text(rows, limit)
+
+    def close(self) -> None:
+        with contextlib.suppress(pymysql.MySQLError):
+            self.conn.close()
+        self.server.drop(self.name, self.user)
+
+
+@dataclass
+class MariaDb:
+    """A server on ``root`` (created 0700; a fresh temporary folder by default)."""
+
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="aios-mariadb-")))
+    statement_timeout_s: float = 10.0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "mysqld.sock"
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Initialise the data directory (once) and start the server; returns when it answers.
+        Raises ``MariaDbUnavailable`` without the binaries, ``MariaDbError`` otherwise."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        server = _binary("mariadbd", "mysqld")
+        install = _binary("mariadb-install-db", "mysql_install_db")
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        data = self.root / "data"
+        user = getpass.getuser()
+        if not (data / "mysql").is_dir():
+            done = subprocess.run(
+                [
+                    install,
+                    "--no-defaults",
+                    f"--datadir={data}",
+                    f"--user={user}",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                ],
+                capture_output=True,
+                timeout=timeout_s,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise MariaDbError(
+                    "mariadb-install-db failed: " + done.stderr.decode("utf-8", "replace")[-500:]
+                )
+        log = open(self.root / "server.log", "ab")
+        self.proc = subprocess.Popen(
+            [
+                server,
+                "--no-defaults",
+                f"--datadir={data}",
+                f"--socket={self.socket}",
+                "--skip-networking",
+                f"--pid-file={self.root / 'mysqld.pid'}",
+                f"--user={user}",
+                "--innodb-buffer-pool-size=32M",
+                "--skip-log-bin",
+                "--performance-schema=OFF",
+                f"--group-concat-max-len={GROUP_CONCAT_MAX_LEN}",
+            ],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                tail = (self.root / "server.log").read_text("utf-8", "replace")[-800:]
+                raise MariaDbError(f"mariadbd exited with {self.proc.returncode}: {tail}")
+            try:
+                self._root_conn().close()
+                return
+            except pymysql.MySQLError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise MariaDbError(f"mariadbd did not answer within {timeout_s}s") from None
+                time.sleep(0.1)  # polling a starting server's socket: nothing to wait on
+
+    def _root_conn(self, database: str | None = None) -> pymysql.connections.Connection:
+        return pymysql.connect(
+            unix_socket=str(self.socket),
+            user="root",
+            password="",
+            database=database,
+            autocommit=True,
+            connect_timeout=5,
+        )
+
+    def episode(self, tables: list[tuple[str, list[str]]]) -> EpisodeDb:
+        """A new database with the ``(sql, parameters)`` statements run in it (as root), and a
+        connection to it as a user of its own."""
+        tag = secrets.token_hex(8)
+        name, user, password = f"ep_{tag}", f"ep_{tag}", secrets.token_hex(16)
+        with self._root_conn() as root, root.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+            cur.execute(f"CREATE USER '{user}'@'localhost' IDENTIFIED BY '{password}'")
+            cur.execute(f"GRANT ALL PRIVILEGES ON `{name}`.* TO '{user}'@'localhost'")
+            cur.execute(f"USE `{name}`")
+            for sql, params in tables:
+                cur.execute(sql, params or None)
+        conn = pymysql.connect(
+            unix_socket=str(self.socket),
+            user=user,
+            password=password,
+            database=name,
+            autocommit=True,
+            connect_timeout=5,
+        )
+        with conn.cursor() as cur:
+            cur.execute(f"SET SESSION max_statement_time = {float(self.statement_timeout_s)}")
+            cur.execute(f"SET SESSION group_concat_max_len = {GROUP_CONCAT_MAX_LEN}")
+        return EpisodeDb(name=name, user=user, conn=conn, server=self)
+
+    def drop(self, name: str, user: str) -> None:
+        with contextlib.suppress(pymysql.MySQLError), self._root_conn() as root:
+            with root.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+                cur.execute(f"DROP USER IF EXISTS '{user}'@'localhost'")
+
+    def databases(self) -> list[str]:
+        with self._root_conn() as root, root.cursor() as cur:
+            cur.execute("SHOW DATABASES")
+            return sorted(r[0] for r in cur.fetchall())
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+    def close(self) -> None:
+        """Stop the server and remove its folder."""
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)

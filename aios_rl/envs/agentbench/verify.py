@@ -1,0 +1,104 @@
+"""``aios-rl agentbench verify``: every task's reference solution run through the environment,
+pass or fail with the failure class. The check a user runs before trusting numbers.
+
+DB tasks: a modification task's reference SQL (its label) runs as one ``Operation`` turn, then
+an answer; an answer task answers its label. Both go through :class:`~.db_adapter.DbEnv` on a
+real MariaDB, so what passes is what an agent doing the right thing would be credited with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from contracts import AgentBenchDbTask
+
+from .db import MODIFYING
+from .db_adapter import DbHost, DbRunnerSettings
+from .mariadb import MariaDb
+
+__all__ = ["Check", "reference_turns", "verify_db"]
+
+
+@dataclass(frozen=True)
+class Check:
+    task_id: str
+    source: str
+    kind: str
+    passed: bool
+    failure: str = ""
+    """The failure class: ``reference SQL error``, ``table hash differs``, ``answer judged
+    wrong``, ``environment error``."""
+    detail: str = ""
+
+
+def reference_turns(task: AgentBenchDbTask) -> list[str]:
+    """What an agent that knows the reference solution writes, turn by turn."""
+    if task.kind in MODIFYING:
+        return [
+            f"Action: Operation\n```sql\n{task.label[0] if task.label else ''}\n```",
+            "Action: Answer\nFinal Answer: []",
+        ]
+    return [f"Action: Answer\nFinal Answer: {json.dumps(task.label)}"]
+
+
+async def _check(host: DbHost, task: AgentBenchDbTask) -> Check:
+    try:
+        env = await host.open(task, seed=0, max_steps=8)
+    except Exception as exc:
+        return Check(task.task_id, task.source, task.kind, False, "environment error", str(exc))
+    try:
+        for turn in reference_turns(task):
+            if env.done:
+                break
+            await env.step(turn)
+        result = env.result()
+        if result.outcome == "success":
+            return Check(task.task_id, task.source, task.kind, True)
+        if task.kind in MODIFYING:
+            reply = env.turns[3] if len(env.turns) > 3 else ""
+            if reply.startswith("(") and not reply.startswith("(("):
+                return Check(
+                    task.task_id, task.source, task.kind, False, "reference SQL error", reply[:200]
+                )
+            return Check(
+                task.task_id,
+                task.source,
+                task.kind,
+                False,
+                "table hash differs",
+                f"{env.table_hash} != {task.answer_md5}",
+            )
+        return Check(
+            task.task_id, task.source, task.kind, False, "answer judged wrong", str(task.label)
+        )
+    finally:
+        await env.close()
+
+
+def verify_db(
+    tasks: list[AgentBenchDbTask],
+    *,
+    server: MariaDb | None = None,
+    progress: Callable[[Check], None] | None = None,
+) -> list[Check]:
+    """Every task's reference through the environment, one at a time, on one server (a fresh
+    one unless given; stopped at the end only when this made it)."""
+
+    async def run() -> list[Check]:
+        host = DbHost(DbRunnerSettings(nats_url=""), server)
+        try:
+            out = []
+            for task in tasks:
+                check = await _check(host, task)
+                out.append(check)
+                if progress is not None:
+                    progress(check)
+            return out
+        finally:
+            if server is None:
+                await host.aclose()
+
+    return asyncio.run(run())

@@ -1,0 +1,288 @@
+"""AgentBench's DB bench as the ``agentbench_db`` environment, against a real MariaDB (Debian's,
+installed by ``deploy/setup.sh``): the protocol and the judge (pure), the server's isolation
+(one database and user per episode, a statement time limit, nothing left after an episode),
+episodes of the project's own tasks in AgentBench's format, the runner service on a real
+nats-server, ``aios-rl agentbench verify``, and AgentBench's own dev split when it is present."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from aios_rl.bus import Bus
+from aios_rl.envs import registry
+from aios_rl.envs.agentbench.db import (
+    expected_hash,
+    init_statements,
+    judge_answer,
+    load_db_tasks,
+    parse_action,
+    table_hash_sql,
+)
+from aios_rl.envs.agentbench.db_adapter import DbEnv, DbHost, DbRunnerSettings
+from aios_rl.envs.agentbench.mariadb import MariaDb
+from aios_rl.envs.agentbench.verify import reference_turns, verify_db
+from contracts import ActRequest, AgentBenchDbTask, DbTable, Names, RolloutJob
+from services.runner.main import build as build_runner
+
+from .test_realrepo import run_cli
+from .test_shell_runner import policy_service, run_jobs
+
+MINI = Path(__file__).parent / "fixtures" / "agentbench" / "dbbench" / "mini.jsonl"
+DEV_DIR = Path(
+    os.environ.get("AGENTBENCH_DEV_DIR") or Path(__file__).parents[2] / "shared" / "agentbench-dev"
+)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MariaDb]:
+    db = MariaDb(statement_timeout_s=2.0)
+    db.start()
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+@pytest.fixture(scope="module")
+def tasks() -> dict[str, AgentBenchDbTask]:
+    return {t.kind: t for t in load_db_tasks(MINI, "dev")}
+
+
+# -- pure ------------------------------------------------------------------------------------------
+
+
+def test_actions_are_read_as_agentbench_reads_them() -> None:
+    op = parse_action("Think.\nAction: Operation\n```sql\nSELECT *\nFROM t;\n```\nmore")
+    assert (op.kind, op.text) == ("operation", "SELECT * FROM t;")
+    assert parse_action('Action: Answer\nFinal Answer: ["a"]').text == ' ["a"]'
+    assert parse_action("Action: Operation\nno block here") == parse_action("nothing")
+    assert parse_action("nothing").kind == "answer" and parse_action("nothing").text == ""
+
+
+@pytest.mark.parametrize(
+    ("answer", "label", "ok"),
+    [
+        (' ["March 19, 1998"]', ["March 19, 1998"], True),
+        (" [2]", ["2"], True),
+        (" 2", ["2.0"], True),  # one value each: compared as numbers
+        (' ["Cid", "Ann"]', ["Ann", "Cid"], True),  # several: as sets
+        (' ["Ann"]', ["Ann", "Cid"], False),
+        (" March 19, 1998", ["March 19, 1998"], False),  # the leading space stays, as in AgentBench
+        (" __import__('os').system('true')", ["x"], False),  # never evaluated
+        (" [[1], [2]]", ["1", "2"], False),
+    ],
+)
+def test_the_judge(answer: str, label: list[str], ok: bool) -> None:
+    assert judge_answer(answer, label) is ok
+
+
+def test_the_fixture_tasks_load_with_content_addresses(tasks: dict[str, AgentBenchDbTask]) -> None:
+    assert set(tasks) == {"counting", "ranking", "other", "UPDATE", "INSERT", "DELETE"}
+    assert len({t.task_id for t in tasks.values()}) == 6
+    with pytest.raises(ValueError, match="needs answer_md5"):
+        bad = MINI.read_text().splitlines()[3].replace('"answer_md5"', '"x"')
+        tmp = MINI.parent / "bad.jsonl"
+        try:
+            tmp.write_text(bad + "\n")
+            load_db_tasks(tmp)
+        finally:
+            tmp.unlink()
+
+
+def test_names_with_backquotes_are_quoted() -> None:
+    (create, _), (insert, params) = init_statements(
+        DbTable(name="we`ird", columns=["a`b"], rows=[["x"]])
+    )
+    assert create == "CREATE TABLE `we``ird` (`a``b` TEXT)"
+    assert insert == "INSERT INTO `we``ird` (`a``b`) VALUES (%s)" and params == ["x"]
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+
+def test_the_table_hash_in_mariadb_is_agentbenchs(server: MariaDb) -> None:
+    table = DbTable(name="T", columns=["a", "b"], rows=[["1", "x"], ["2", "y,z"], ["3", "é"]])
+    ep = server.episode(init_statements(table))
+    try:
+        assert ep.execute(table_hash_sql(table)) == expected_hash(table.rows)
+    finally:
+        ep.close()
+
+
+def test_an_episode_sees_only_its_own_database_and_leaves_nothing(server: MariaDb) -> None:
+    before = server.databases()
+    table = DbTable(name="T", columns=["a"], rows=[["secret"]])
+    one, two = server.episode(init_statements(table)), server.episode(init_statements(table))
+    try:
+        assert one.execute("SELECT a FROM T") == "[('secret',)]"
+        denied = two.execute(f"SELECT a FROM `{one.name}`.T")
+        assert "denied" in denied and "secret" not in denied
+        assert one.execute("SELECT LOAD_FILE('/etc/passwd')") == "[(None,)]"  # no FILE privilege
+        assert "denied" in one.execute("CREATE USER 'x'@'localhost'")
+        assert "denied" in one.execute("SHOW PROCESSLIST") or one.name in one.execute(
+            "SHOW PROCESSLIST"
+        )
+        assert "execution time exceeded" in one.execute("SELECT SLEEP(5)").lower() or (
+            "interrupted" in one.execute("SELECT SLEEP(5)").lower()
+        )
+        long = one.execute("SELECT REPEAT('x', 5000)")
+        assert long.endswith("[TRUNCATED]") and len(long) == 800 + len("[TRUNCATED]")
+    finally:
+        one.close()
+        two.close()
+    assert server.databases() == before
+
+
+# -- episodes --------------------------------------------------------------------------------------
+
+
+async def episode(server: MariaDb, task: AgentBenchDbTask, turns: list[str]) -> DbEnv:
+    host = DbHost(DbRunnerSettings(nats_url=""), server)
+    env = await host.open(task, seed=0, max_steps=8)
+    try:
+        for turn in turns:
+            if env.done:
+                break
+            await env.step(turn)
+        return env
+    finally:
+        await env.close()
+
+
+async def test_reference_solutions_succeed_and_wrong_ones_fail(
+    server: MariaDb, tasks: dict[str, AgentBenchDbTask]
+) -> None:
+    for task in tasks.values():
+        env = await episode(server, task, reference_turns(task))
+        assert env.done and env.result().outcome == "success", (task.kind, env.turns[-1])
+        assert env.result().reward == 1.0
+    wrong = await episode(server, tasks["ranking"], ['Action: Answer\nFinal Answer: ["Bob"]'])
+    assert wrong.result().outcome == "failure" and wrong.result().reward == 0.0
+    update = tasks["UPDATE"]
+    off = "Action: Operation\n```sql\nUPDATE `Players` SET `goals` = '8' WHERE `name` = 'Bob'\n```"
+    bad = await episode(server, update, [off, "Action: Answer\nFinal Answer: []"])
+    assert (
+        bad.result().outcome == "failure" and bad.result().info["table_hash"] != update.answer_md5
+    )
+
+
+async def test_the_agent_sees_replies_and_runs_out_of_rounds(
+    server: MariaDb, tasks: dict[str, AgentBenchDbTask]
+) -> None:
+    look = "Action: Operation\n```sql\nSELECT name FROM Players WHERE country = 'Canada'\n```"
+    env = await episode(
+        server, tasks["other"], [look, 'Action: Answer\nFinal Answer: ["Ann","Cid"]']
+    )
+    assert "[('Ann',), ('Cid',)]" in env.observation and env.result().outcome == "success"
+    env = await episode(server, tasks["other"], [look] * 8)
+    assert env.rounds == 5 and env.steps == 6 and env.result().outcome == "failure"
+
+
+# -- the runner and the command line ---------------------------------------------------------------
+
+
+async def test_db_episodes_through_the_runner(
+    bus: Bus, names: Names, tasks: dict[str, AgentBenchDbTask]
+) -> None:
+    spec = registry.get("agentbench_db")
+    store = registry.task_store(bus, "agentbench_db")
+    await store.put_all(list(tasks.values()))
+    by_episode = {f"ep-{i}": t for i, t in enumerate(tasks.values())}
+
+    def answer(req: ActRequest) -> str:
+        return reference_turns(by_episode[req.episode_id])[req.step]
+
+    runner, _ = build_runner(bus, spec, DbRunnerSettings(nats_url="", namespace=names.namespace))
+    jobs = [
+        RolloutJob(
+            job_id=f"job-{i}", episode_id=ep, environment="agentbench_db", task_id=t.task_id, seed=i
+        )
+        for i, (ep, t) in enumerate(by_episode.items())
+    ]
+    got = await run_jobs(
+        bus, names, jobs, [policy_service(bus, answer), runner], 120, env="agentbench_db"
+    )
+    assert {ep.outcome for ep in got.values()} == {"success"}, {
+        e.task_id: e.info for e in got.values()
+    }
+    assert {e.info["kind"] for e in got.values()} == set(tasks)
+
+
+async def test_hf_student_episodes_through_the_runner(
+    bus: Bus, names: Names, tasks: dict[str, AgentBenchDbTask]
+) -> None:
+    """The hf student (a tiny random model, as its own tests make it) writes every turn: the
+    episodes run to the end and are judged (a random model fails them)."""
+    from aios_rl.student import Decision, Regime
+
+    from .test_student_hf import make_tokenizer, student
+
+    model = student(make_tokenizer(), max_new_tokens=12)
+    store = registry.task_store(bus, "agentbench_db")
+    chosen = [tasks["counting"], tasks["UPDATE"]]
+    await store.put_all(chosen)
+    seen: list[ActRequest] = []
+
+    def write(req: ActRequest) -> str:
+        seen.append(req)
+        (out,) = model.act([Decision(req.observation, (), seed=req.step)], Regime(1.0))
+        return out.action
+
+    runner, _ = build_runner(
+        bus,
+        registry.get("agentbench_db"),
+        DbRunnerSettings(nats_url="", namespace=names.namespace),
+    )
+    jobs = [
+        RolloutJob(
+            job_id=f"hf-{i}",
+            episode_id=f"hf-ep-{i}",
+            environment="agentbench_db",
+            task_id=t.task_id,
+            seed=i,
+        )
+        for i, t in enumerate(chosen)
+    ]
+    got = await run_jobs(
+        bus, names, jobs, [policy_service(bus, write), runner], 120, env="agentbench_db"
+    )
+    assert set(got) == {j.episode_id for j in jobs}
+    for ep in got.values():
+        assert ep.outcome in ("success", "failure") and ep.trajectory
+        assert all(step.candidates == [] for step in ep.trajectory)  # free text only
+    assert seen and all(r.candidates == [] for r in seen)
+    assert "Players" in seen[0].observation and "Action: Operation" in seen[0].observation
+
+
+def test_verify_cli_on_the_fixture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "dbbench").mkdir()
+    (tmp_path / "dbbench" / "dev.jsonl").write_text(MINI.read_text())
+    assert run_cli(["agentbench", "verify", "--dir", str(tmp_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tasks"] == 6 and doc["passed"] == 6
+    broken = [json.loads(line) for line in MINI.read_text().splitlines()]
+    broken[3]["answer_md5"] = "[('0000',)]"
+    (tmp_path / "dbbench" / "dev.jsonl").write_text("\n".join(map(json.dumps, broken)) + "\n")
+    assert run_cli(["agentbench", "verify", "--dir", str(tmp_path), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    failed = [c for c in doc["checks"] if not c["passed"]]
+    assert [c["failure"] for c in failed] == ["table hash differs"]
+    assert run_cli(["agentbench", "verify", "--dir", str(tmp_path / "none")]) == 1
+    assert "no DB tasks at" in capsys.readouterr().err
+    assert run_cli(["agentbench", "verify", "--env", "os", "--dir", str(tmp_path)]) == 1
+    assert "not built yet" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    not (DEV_DIR / "dbbench" / "dev.jsonl").is_file(), reason="AgentBench's dev split is not here"
+)
+def test_agentbench_dev_split_reference_answers_pass(server: MariaDb) -> None:
+    tasks = load_db_tasks(DEV_DIR / "dbbench" / "dev.jsonl", "dev")
+    checks = verify_db(tasks, server=server)
+    failed = [(c.source, c.failure, c.detail) for c in checks if not c.passed]
+    assert not failed, failed
