@@ -47,6 +47,7 @@ command -v npm >/dev/null || apt_packages+=(npm)
 # MariaDB's server binaries (no service is started): the agentbench_db environment runs its own
 # mariadbd on a private socket (aios_rl/envs/agentbench/mariadb.py).
 [ -x /usr/sbin/mariadbd ] || apt_packages+=(mariadb-server-core)
+[ -x /usr/bin/my_print_defaults ] || apt_packages+=(mariadb-client-core)  # mariadb-install-db needs it
 if [ ${#apt_packages[@]} -gt 0 ]; then
   echo "setup: installing Debian ${apt_packages[*]}"
   apt-get update -qq

@@ -28,6 +28,7 @@ from aios_rl.envs.agentbench.mariadb import MariaDb
 from aios_rl.envs.agentbench.verify import reference_turns, verify_db
 from contracts import ActRequest, AgentBenchDbTask, DbTable, Names, RolloutJob
 from services.runner.main import build as build_runner
+from services.runner.main import provision_runner
 
 from .test_realrepo import run_cli
 from .test_shell_runner import policy_service, run_jobs
@@ -138,6 +139,26 @@ def test_an_episode_sees_only_its_own_database_and_leaves_nothing(server: MariaD
     assert server.databases() == before
 
 
+async def test_a_table_mysql_would_refuse_leaves_the_episode_running(server: MariaDb) -> None:
+    """AgentBench's dev split has a table with an empty column name: MySQL and MariaDB both refuse
+    it, the episode goes on without the table (as in AgentBench) and says why."""
+    table = DbTable(name="T", columns=["", "b"], rows=[["1", "2"]])
+    task = AgentBenchDbTask(
+        task_id="x", kind="counting", description="How many?", tables=[table], label=["1"]
+    )
+    env = await episode(
+        server,
+        task,
+        [
+            "Action: Operation\n```sql\nSELECT COUNT(*) FROM T\n```",
+            "Action: Answer\nFinal Answer: [1]",
+        ],
+    )
+    assert "doesn't exist" in env.turns[3]
+    result = env.result()
+    assert result.outcome == "success" and "Incorrect column name" in result.info["init_error"]
+
+
 # -- episodes --------------------------------------------------------------------------------------
 
 
@@ -190,6 +211,7 @@ async def test_db_episodes_through_the_runner(
     bus: Bus, names: Names, tasks: dict[str, AgentBenchDbTask]
 ) -> None:
     spec = registry.get("agentbench_db")
+    await provision_runner(bus, spec)  # not a default environment: the runner makes its consumer
     store = registry.task_store(bus, "agentbench_db")
     await store.put_all(list(tasks.values()))
     by_episode = {f"ep-{i}": t for i, t in enumerate(tasks.values())}
@@ -218,11 +240,24 @@ async def test_hf_student_episodes_through_the_runner(
 ) -> None:
     """The hf student (a tiny random model, as its own tests make it) writes every turn: the
     episodes run to the end and are judged (a random model fails them)."""
-    from aios_rl.student import Decision, Regime
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
 
-    from .test_student_hf import make_tokenizer, student
+    from aios_rl.student import Decision, HFConfig, HFStudent, Regime
 
-    model = student(make_tokenizer(), max_new_tokens=12)
+    from .test_student_hf import make_tokenizer
+
+    tok = make_tokenizer()
+    torch.manual_seed(0)
+    lm = GPT2LMHeadModel(  # as the hf student's tests make it, with room for a conversation
+        GPT2Config(
+            n_positions=4096, n_embd=32, n_layer=2, n_head=2, vocab_size=len(tok),
+            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
+    )  # fmt: skip
+    model = HFStudent(lm, tok, HFConfig(max_new_tokens=12))
+    await provision_runner(bus, registry.get("agentbench_db"))
     store = registry.task_store(bus, "agentbench_db")
     chosen = [tasks["counting"], tasks["UPDATE"]]
     await store.put_all(chosen)
@@ -236,7 +271,7 @@ async def test_hf_student_episodes_through_the_runner(
     runner, _ = build_runner(
         bus,
         registry.get("agentbench_db"),
-        DbRunnerSettings(nats_url="", namespace=names.namespace),
+        DbRunnerSettings(nats_url="", namespace=names.namespace, observation_chars=2500),
     )
     jobs = [
         RolloutJob(

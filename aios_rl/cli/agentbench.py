@@ -88,7 +88,7 @@ def _verify(args: argparse.Namespace) -> int:
     for c in checks:
         table.add_row(
             c.task_id, c.source, c.kind, "pass" if c.passed else "FAIL",
-            f"{c.failure}: {c.detail}" if c.failure else "",
+            f"{c.failure}: {c.detail}" if c.failure else c.detail,
         )  # fmt: skip
     console.print(table)
     by_kind = Counter(c.kind for c in checks)

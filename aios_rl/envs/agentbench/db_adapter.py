@@ -127,6 +127,8 @@ class DbEnv:
         }
         if self.table_hash:
             info["table_hash"] = self.table_hash[:100]
+        if self.db.init_error:
+            info["init_error"] = self.db.init_error[:300]
         return EnvResult("success" if self.verdict else "failure", float(self.verdict), info)
 
     async def close(self) -> None:

@@ -66,6 +66,9 @@ class EpisodeDb:
     user: str
     conn: pymysql.connections.Connection
     server: MariaDb
+    init_error: str = ""
+    """Why the task's tables could not be made (the episode goes on without them, as it does in
+    AgentBench, whose MySQL refuses the same statements), else empty."""
 
     def execute(self, sql: str, params: list[str] | None = None, *, limit: int = 800) -> str:
         """Run one statement as the episode's user; the reply text (rows, ``[]`` for a
@@ -179,8 +182,13 @@ class MariaDb:
             cur.execute(f"CREATE USER '{user}'@'localhost' IDENTIFIED BY '{password}'")
             cur.execute(f"GRANT ALL PRIVILEGES ON `{name}`.* TO '{user}'@'localhost'")
             cur.execute(f"USE `{name}`")
+            init_error = ""
             for sql, params in tables:
-                cur.execute(sql, params or None)
+                try:
+                    cur.execute(sql, params or None)
+                except pymysql.MySQLError as exc:  # e.g. an empty column name: MySQL refuses it too
+                    init_error = str(exc)
+                    break
         conn = pymysql.connect(
             unix_socket=str(self.socket),
             user=user,
@@ -192,7 +200,7 @@ class MariaDb:
         with conn.cursor() as cur:
             cur.execute(f"SET SESSION max_statement_time = {float(self.statement_timeout_s)}")
             cur.execute(f"SET SESSION group_concat_max_len = {GROUP_CONCAT_MAX_LEN}")
-        return EpisodeDb(name=name, user=user, conn=conn, server=self)
+        return EpisodeDb(name=name, user=user, conn=conn, server=self, init_error=init_error)
 
     def drop(self, name: str, user: str) -> None:
         with contextlib.suppress(pymysql.MySQLError), self._root_conn() as root:

@@ -56,7 +56,14 @@ async def _check(host: DbHost, task: AgentBenchDbTask) -> Check:
             await env.step(turn)
         result = env.result()
         if result.outcome == "success":
-            return Check(task.task_id, task.source, task.kind, True)
+            note = result.info.get("init_error", "")
+            return Check(
+                task.task_id,
+                task.source,
+                task.kind,
+                True,
+                detail=f"its table cannot be made ({note}); MySQL refuses it too" if note else "",
+            )
         if task.kind in MODIFYING:
             reply = env.turns[3] if len(env.turns) > 3 else ""
             if reply.startswith("(") and not reply.startswith("(("):
