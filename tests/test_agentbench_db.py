@@ -313,6 +313,26 @@ def test_verify_cli_on_the_fixture(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "not built yet" in capsys.readouterr().err
 
 
+def test_import_cli_stores_the_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from aios_rl.stack.embedded import reader
+
+    (tmp_path / "dbbench").mkdir()
+    (tmp_path / "dbbench" / "mini.jsonl").write_text(MINI.read_text())
+    store = tmp_path / "store"
+    argv = ["agentbench", "import", "--dir", str(tmp_path), "--split", "mini"]
+    argv += ["--store", str(store), "--nats-url", "nats://127.0.0.1:1"]
+    assert run_cli(argv) == 0
+    assert "6 agentbench_db tasks in split mini: 6 new" in capsys.readouterr().out
+
+    async def stored() -> list[str]:
+        async with reader(None, store=store) as state:
+            return await registry.task_store(state.bus, "agentbench_db").list("mini")
+
+    assert sorted(asyncio.run(stored())) == sorted(t.task_id for t in load_db_tasks(MINI))
+
+
 @pytest.mark.skipif(
     not (DEV_DIR / "dbbench" / "dev.jsonl").is_file(), reason="AgentBench's dev split is not here"
 )

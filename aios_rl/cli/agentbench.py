@@ -1,4 +1,5 @@
-"""``aios-rl agentbench verify``: AgentBench's reference solutions through our environments.
+"""``aios-rl agentbench verify`` (AgentBench's reference solutions through our environments) and
+``aios-rl agentbench import`` (its DB tasks into the task store, for ``eval`` and campaigns).
 
 ``--dir`` is an AgentBench data folder in AgentBench's layout (``dbbench/<split>.jsonl``; a
 checkout's ``data/`` folder, or the dev splits this project's CI uses): default
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ._common import CliError, json_arg, make_console
+from ._common import CliError, bus_args, json_arg, make_console, read_state, store_arg
 
 __all__ = ["add"]
 
@@ -38,25 +39,70 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     json_arg(verify)
     verify.set_defaults(run=_verify)
 
+    imp = sub.add_parser(
+        "import",
+        help="store AgentBench's DB tasks in the task store (environment agentbench_db)",
+    )
+    imp.add_argument("--split", default="dev", help="which split's file, and its name (dev)")
+    imp.add_argument(
+        "--dir",
+        type=Path,
+        default=os.environ.get("AGENTBENCH_DIR"),
+        help="AgentBench's data folder (dbbench/<split>.jsonl; env AGENTBENCH_DIR)",
+    )
+    store_arg(imp)
+    bus_args(imp)
+    imp.set_defaults(run=_import)
 
-def _verify(args: argparse.Namespace) -> int:
-    if args.env == "os":
-        raise CliError(
-            "the agentbench OS environment is not built yet (issue 24): only --env db runs"
-        )
+
+def _tasks(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if args.dir is None:
         raise CliError("give --dir (AgentBench's data folder) or set AGENTBENCH_DIR")
     path = Path(args.dir) / "dbbench" / f"{args.split}.jsonl"
     if not path.is_file():
         raise CliError(f"no DB tasks at {path}")
     from ..envs.agentbench.db import load_db_tasks
+
+    try:
+        return load_db_tasks(path, args.split)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _import(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from ..envs.registry import task_store
+    from ..stack.embedded import NoStoreError, StackError
+
+    tasks = _tasks(args)
+
+    async def put() -> str:
+        async with read_state(args, "aios-rl-agentbench-import", create=True) as state:
+            result = await task_store(state.bus, "agentbench_db").put_all(tasks)
+            return f"{result.stored} new, {result.existing} already there"
+
+    try:
+        said = asyncio.run(put())
+    except (NoStoreError, StackError, TimeoutError) as exc:
+        raise CliError(str(exc)) from None
+    make_console(args).print(
+        f"{len(tasks)} agentbench_db tasks in split {args.split}: {said}. A runner runs their "
+        "rollout jobs: `python -m services.runner --env agentbench_db` on a stack started with "
+        "`aios-rl up --env agentbench_db` (docs/agentbench.md)"
+    )
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    if args.env == "os":
+        raise CliError(
+            "the agentbench OS environment is not built yet (issue 24): only --env db runs"
+        )
+    tasks = _tasks(args)
     from ..envs.agentbench.mariadb import MariaDbError
     from ..envs.agentbench.verify import verify_db
 
-    try:
-        tasks = load_db_tasks(path, args.split)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
     console = make_console(args)
     try:
         with console.status(f"verifying {len(tasks)} DB tasks") as status:
