@@ -21,6 +21,16 @@ from ._common import CliError, bus_args, json_arg, make_console, read_state, sto
 __all__ = ["add"]
 
 
+def _data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--split", default="dev", help="which split's file, and its name (dev)")
+    p.add_argument(
+        "--dir",
+        type=Path,
+        default=os.environ.get("AGENTBENCH_DIR"),
+        help="AgentBench's data folder (dbbench/<split>.jsonl; env AGENTBENCH_DIR)",
+    )
+
+
 def add(subparsers: argparse._SubParsersAction) -> None:
     ab = subparsers.add_parser("agentbench", help="AgentBench's benchmarks as environments")
     sub = ab.add_subparsers(dest="agentbench_command", metavar="ACTION", required=True)
@@ -28,13 +38,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "verify",
         help="run every task's reference solution through the environment: pass / fail",
     )
-    verify.add_argument("--split", default="dev", help="which split's files (default dev)")
-    verify.add_argument(
-        "--dir",
-        type=Path,
-        default=os.environ.get("AGENTBENCH_DIR"),
-        help="AgentBench's data folder (dbbench/<split>.jsonl; env AGENTBENCH_DIR)",
-    )
+    _data_args(verify)
     verify.add_argument("--env", choices=("db", "os"), default="db", help="which bench (db)")
     json_arg(verify)
     verify.set_defaults(run=_verify)
@@ -43,13 +47,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "import",
         help="store AgentBench's DB tasks in the task store (environment agentbench_db)",
     )
-    imp.add_argument("--split", default="dev", help="which split's file, and its name (dev)")
-    imp.add_argument(
-        "--dir",
-        type=Path,
-        default=os.environ.get("AGENTBENCH_DIR"),
-        help="AgentBench's data folder (dbbench/<split>.jsonl; env AGENTBENCH_DIR)",
-    )
+    _data_args(imp)
     store_arg(imp)
     bus_args(imp)
     imp.set_defaults(run=_import)

@@ -26,6 +26,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from .verify import materialize
+
 __all__ = [
     "IGNORED_DIRS",
     "IGNORED_SUFFIXES",
@@ -361,10 +363,7 @@ def apply_patch(files: Mapping[str, str], patch: str) -> dict[str, str]:
     rules as git: ``-p1``, exact context). Raises ``SnapshotError`` when it does not apply."""
     with tempfile.TemporaryDirectory(prefix="aios-patch-") as tmp:
         root = Path(tmp)
-        for rel, text in files.items():
-            target = root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+        materialize(files, root)
         (root / ".fix.patch").write_text(patch, encoding="utf-8")
         proc = subprocess.run(
             ["git", "apply", "--whitespace=nowarn", ".fix.patch"],
