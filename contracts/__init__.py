@@ -5,7 +5,7 @@ the JSON Schema in ``contracts/schema/``) can depend on it.
 """
 
 from ._base import Message
-from .agentbench import AgentBenchDbTask, DbTable
+from .agentbench import AgentBenchDbTask, AgentBenchOsTask, DbTable, OsMatch, OsScript
 from .browser import (
     BROWSER_FLOWS,
     BrowserTask,
@@ -118,6 +118,7 @@ from .vocab import (
 
 MESSAGES: tuple[type[Message], ...] = (
     AgentBenchDbTask,
+    AgentBenchOsTask,
     Episode,
     TeacherSignal,
     TeacherRequest,
@@ -181,6 +182,7 @@ __all__ = [
     "ActRequest",
     "ActResponse",
     "AgentBenchDbTask",
+    "AgentBenchOsTask",
     "Algorithm",
     "BranchInfo",
     "BranchOrder",
@@ -231,6 +233,8 @@ __all__ = [
     "Names",
     "OrchestratorStage",
     "OrchestratorTask",
+    "OsMatch",
+    "OsScript",
     "Outcome",
     "PointerMove",
     "PointerName",
