@@ -37,6 +37,7 @@ __all__ = [
     "MODIFYING",
     "OUTPUT_LIMIT",
     "DbAction",
+    "content_id",
     "db_task_id",
     "expected_hash",
     "init_statements",
@@ -180,13 +181,19 @@ def question(task: AgentBenchDbTask) -> str:
     return "\n".join(parts)
 
 
-def db_task_id(task: AgentBenchDbTask) -> str:
-    """The content address of a DB task: everything but its id, split and source."""
+def content_id(task: msgspec.Struct) -> str:
+    """The content address of an AgentBench task (DB or OS): the first 16 hex digits of the
+    sha256 of its canonical JSON without its id, split and source."""
     doc = msgspec.to_builtins(task)
     for key in ("task_id", "split", "source"):
         doc.pop(key, None)
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def db_task_id(task: AgentBenchDbTask) -> str:
+    """The content address of a DB task (:func:`content_id`)."""
+    return content_id(task)
 
 
 def _table(raw: dict) -> DbTable:

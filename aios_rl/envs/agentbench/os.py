@@ -24,7 +24,6 @@ output as arguments, and passes when every one exits 0.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -33,6 +32,8 @@ from pathlib import Path
 import msgspec
 
 from contracts import AgentBenchOsTask, OsMatch, OsScript
+
+from .db import content_id
 
 __all__ = [
     "EMPTY_OUTPUT",
@@ -153,12 +154,8 @@ def _script(obj: object, scripts: Path) -> OsScript | None:
 
 
 def os_task_id(task: AgentBenchOsTask) -> str:
-    """The content address of an OS task: everything but its id, split and source."""
-    doc = msgspec.to_builtins(task)
-    for key in ("task_id", "split", "source"):
-        doc.pop(key, None)
-    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+    """The content address of an OS task (:func:`.db.content_id`)."""
+    return content_id(task)
 
 
 def load_os_tasks(path: Path, scripts: Path, split: str = "dev") -> list[AgentBenchOsTask]:
