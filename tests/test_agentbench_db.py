@@ -34,8 +34,19 @@ from .test_realrepo import run_cli
 from .test_shell_runner import policy_service, run_jobs
 
 MINI = Path(__file__).parent / "fixtures" / "agentbench" / "dbbench" / "mini.jsonl"
-DEV_DIR = Path(
-    os.environ.get("AGENTBENCH_DEV_DIR") or Path(__file__).parents[2] / "shared" / "agentbench-dev"
+DEV_DIR = next(
+    (
+        p
+        for p in (
+            Path(os.environ.get("AGENTBENCH_DEV_DIR", "/nonexistent")),
+            Path(__file__).parents[2]
+            / "shared"
+            / "agentbench-dev",  # ../shared beside the checkout
+            Path("/work/shared/agentbench-dev"),  # the workplace's copy, for a clone elsewhere
+        )
+        if p.is_dir()
+    ),
+    Path("/nonexistent"),
 )
 
 

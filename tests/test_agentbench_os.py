@@ -22,8 +22,19 @@ from aios_rl.envs.agentbench.os import (
 from contracts import OsMatch, OsScript
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agentbench" / "os_interaction"
-DEV = Path(
-    os.environ.get("AGENTBENCH_DEV_DIR") or Path(__file__).parents[2] / "shared" / "agentbench-dev"
+DEV = next(
+    (
+        p
+        for p in (
+            Path(os.environ.get("AGENTBENCH_DEV_DIR", "/nonexistent")),
+            Path(__file__).parents[2]
+            / "shared"
+            / "agentbench-dev",  # ../shared beside the checkout
+            Path("/work/shared/agentbench-dev"),  # the workplace's copy, for a clone elsewhere
+        )
+        if p.is_dir()
+    ),
+    Path("/nonexistent"),
 )
 
 
