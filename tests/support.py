@@ -146,3 +146,17 @@ async def until_every_service(
         while not wanted <= {v.name for v in views}:
             views = await discover(bus.nc, namespace=namespace, window=0.2)
     return views
+
+
+def agentbench_dev_dir() -> Path:
+    """AgentBench's dev splits: ``$AGENTBENCH_DEV_DIR``, ``../shared/agentbench-dev`` beside the
+    checkout, or the workplace's copy (a clone elsewhere); a missing path when none exists (the
+    tests that need it skip)."""
+    import os
+
+    candidates = (
+        Path(os.environ.get("AGENTBENCH_DEV_DIR", "/nonexistent")),
+        Path(__file__).parents[2] / "shared" / "agentbench-dev",
+        Path("/work/shared/agentbench-dev"),
+    )
+    return next((p for p in candidates if p.is_dir()), Path("/nonexistent"))

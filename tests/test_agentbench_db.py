@@ -7,7 +7,6 @@ nats-server, ``aios-rl agentbench verify``, and AgentBench's own dev split when 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,24 +29,12 @@ from contracts import ActRequest, AgentBenchDbTask, DbTable, Names, RolloutJob
 from services.runner.main import build as build_runner
 from services.runner.main import provision_runner
 
+from .support import agentbench_dev_dir
 from .test_realrepo import run_cli
 from .test_shell_runner import policy_service, run_jobs
 
 MINI = Path(__file__).parent / "fixtures" / "agentbench" / "dbbench" / "mini.jsonl"
-DEV_DIR = next(
-    (
-        p
-        for p in (
-            Path(os.environ.get("AGENTBENCH_DEV_DIR", "/nonexistent")),
-            Path(__file__).parents[2]
-            / "shared"
-            / "agentbench-dev",  # ../shared beside the checkout
-            Path("/work/shared/agentbench-dev"),  # the workplace's copy, for a clone elsewhere
-        )
-        if p.is_dir()
-    ),
-    Path("/nonexistent"),
-)
+DEV_DIR = agentbench_dev_dir()
 
 
 @pytest.fixture(scope="module")

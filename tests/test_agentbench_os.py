@@ -4,7 +4,6 @@ judges, the checks run for real with bash and python in a scratch folder."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -21,21 +20,10 @@ from aios_rl.envs.agentbench.os import (
 )
 from contracts import OsMatch, OsScript
 
+from .support import agentbench_dev_dir
+
 FIXTURE = Path(__file__).parent / "fixtures" / "agentbench" / "os_interaction"
-DEV = next(
-    (
-        p
-        for p in (
-            Path(os.environ.get("AGENTBENCH_DEV_DIR", "/nonexistent")),
-            Path(__file__).parents[2]
-            / "shared"
-            / "agentbench-dev",  # ../shared beside the checkout
-            Path("/work/shared/agentbench-dev"),  # the workplace's copy, for a clone elsewhere
-        )
-        if p.is_dir()
-    ),
-    Path("/nonexistent"),
-)
+DEV = agentbench_dev_dir()
 
 
 def test_actions_are_read_as_agentbench_reads_them() -> None:

@@ -18,7 +18,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-import time
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,19 @@ def _binary(*names: str) -> str:
         f"none of {', '.join(names)} is installed (apt-get install mariadb-server; "
         "deploy/setup.sh does)"
     )
+
+
+def _copy_log(proc: subprocess.Popen[bytes], path: Path, ready: threading.Event) -> None:
+    """Copy the server's stderr to ``path``; set ``ready`` once it accepts connections (or
+    when it exits, so the waiter sees the exit at once)."""
+    assert proc.stderr is not None
+    with open(path, "ab") as log:
+        for line in proc.stderr:
+            log.write(line)
+            log.flush()
+            if b"ready for connections" in line:
+                ready.set()
+    ready.set()
 
 
 def reply_text(rows: object, limit: int = 800) -> str:
@@ -128,7 +141,6 @@ class MariaDb:
                 raise MariaDbError(
                     "mariadb-install-db failed: " + done.stderr.decode("utf-8", "replace")[-500:]
                 )
-        log = open(self.root / "server.log", "ab")
         self.proc = subprocess.Popen(
             [
                 server,
@@ -143,24 +155,23 @@ class MariaDb:
                 "--performance-schema=OFF",
                 f"--group-concat-max-len={GROUP_CONCAT_MAX_LEN}",
             ],
-            stdout=log,
-            stderr=log,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        log.close()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                tail = (self.root / "server.log").read_text("utf-8", "replace")[-800:]
-                raise MariaDbError(f"mariadbd exited with {self.proc.returncode}: {tail}")
-            try:
-                self._root_conn().close()
-                return
-            except pymysql.MySQLError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise MariaDbError(f"mariadbd did not answer within {timeout_s}s") from None
-                time.sleep(0.1)  # polling a starting server's socket: nothing to wait on
+        # Wait for the server to say it is ready (its log on stderr), then keep copying the log
+        # to server.log so the pipe never fills.
+        ready = threading.Event()
+        threading.Thread(
+            target=_copy_log, args=(self.proc, self.root / "server.log", ready), daemon=True
+        ).start()
+        if not ready.wait(timeout_s) or self.proc.poll() is not None:
+            code = self.proc.poll()
+            self.stop()
+            tail = (self.root / "server.log").read_text("utf-8", "replace")[-800:]
+            why = f"exited with {code}" if code is not None else f"not ready within {timeout_s}s"
+            raise MariaDbError(f"mariadbd {why}: {tail}")
+        self._root_conn().close()
 
     def _root_conn(self, database: str | None = None) -> pymysql.connections.Connection:
         return pymysql.connect(
