@@ -1,10 +1,16 @@
-"""``aios-rl agentbench verify`` (AgentBench's reference solutions through our environments) and
-``aios-rl agentbench import`` (its DB tasks into the task store, for ``eval`` and campaigns).
+"""``aios-rl agentbench``: AgentBench's DB and OS benches as environments (``agentbench_db``,
+``agentbench_os``).
 
-``--dir`` is an AgentBench data folder in AgentBench's layout (``dbbench/<split>.jsonl``; a
-checkout's ``data/`` folder, or the dev splits this project's CI uses): default
-``$AGENTBENCH_DIR``. Only the DB bench is built so far (``agentbench_db``); the OS bench's
-environment is not, and ``--env os`` says so.
+- ``verify``: every task's reference solution through the environment, pass / fail with the
+  failure class (both benches by default, each whose data is there);
+- ``import``: the tasks into the task store (for ``eval``, campaigns and runners);
+- ``images build | list``: the OS bench's root filesystems (built once from the Debian mirror by
+  mmdebstrap, cached by content; a task never downloads).
+
+``--dir`` is an AgentBench data folder in AgentBench's layout (``dbbench/<split>.jsonl``,
+``os_interaction/data/<split>.json`` or ``os_interaction/data/<split>/*.json`` with scripts in
+``os_interaction/scripts/<split>/``; a checkout's ``data/`` folder, or the dev splits this
+project's CI uses): default ``$AGENTBENCH_DIR``.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import argparse
 import os
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -21,13 +28,17 @@ from ._common import CliError, bus_args, json_arg, make_console, read_state, sto
 __all__ = ["add"]
 
 
-def _data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--split", default="dev", help="which split's file, and its name (dev)")
+def _data_args(p: argparse.ArgumentParser, env_default: str) -> None:
+    p.add_argument("--split", default="dev", help="which split's files, and its name (dev)")
     p.add_argument(
         "--dir",
         type=Path,
         default=os.environ.get("AGENTBENCH_DIR"),
-        help="AgentBench's data folder (dbbench/<split>.jsonl; env AGENTBENCH_DIR)",
+        help="AgentBench's data folder (dbbench/, os_interaction/; env AGENTBENCH_DIR)",
+    )
+    choices = ("db", "os", "all") if env_default == "all" else ("db", "os")
+    p.add_argument(
+        "--env", choices=choices, default=env_default, help=f"which bench ({env_default})"
     )
 
 
@@ -38,24 +49,31 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "verify",
         help="run every task's reference solution through the environment: pass / fail",
     )
-    _data_args(verify)
-    verify.add_argument("--env", choices=("db", "os"), default="db", help="which bench (db)")
+    _data_args(verify, "all")
     json_arg(verify)
     verify.set_defaults(run=_verify)
 
     imp = sub.add_parser(
         "import",
-        help="store AgentBench's DB tasks in the task store (environment agentbench_db)",
+        help="store AgentBench's tasks in the task store (agentbench_db or agentbench_os)",
     )
-    _data_args(imp)
+    _data_args(imp, "db")
     store_arg(imp)
     bus_args(imp)
     imp.set_defaults(run=_import)
 
+    images = sub.add_parser("images", help="the OS bench's root filesystems: build, list")
+    isub = images.add_subparsers(dest="images_command", metavar="ACTION", required=True)
+    build = isub.add_parser("build", help="build images (needs root, mmdebstrap, Debian mirror)")
+    build.add_argument("names", nargs="*", default=["default"], help="images (default)")
+    build.add_argument("--mirror", default=None, help="Debian mirror URL (mmdebstrap's default)")
+    build.set_defaults(run=_images_build)
+    listing = isub.add_parser("list", help="the known images and whether each is built")
+    json_arg(listing)
+    listing.set_defaults(run=_images_list)
 
-def _tasks(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    if args.dir is None:
-        raise CliError("give --dir (AgentBench's data folder) or set AGENTBENCH_DIR")
+
+def _db_tasks(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     path = Path(args.dir) / "dbbench" / f"{args.split}.jsonl"
     if not path.is_file():
         raise CliError(f"no DB tasks at {path}")
@@ -67,17 +85,45 @@ def _tasks(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise CliError(str(exc)) from None
 
 
+def _os_files(args: argparse.Namespace) -> tuple[list[Path], Path]:
+    base = Path(args.dir) / "os_interaction"
+    one = base / "data" / f"{args.split}.json"
+    files = [one] if one.is_file() else sorted((base / "data" / args.split).glob("*.json*"))
+    if not files:
+        raise CliError(f"no OS tasks at {one} or {base / 'data' / args.split}/*.json")
+    return files, base / "scripts" / args.split
+
+
+def _os_tasks(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from ..envs.agentbench.os import load_os_tasks
+
+    files, scripts = _os_files(args)
+    try:
+        return [t for f in files for t in load_os_tasks(f, scripts, args.split)]
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _need_dir(args: argparse.Namespace) -> None:
+    if args.dir is None:
+        raise CliError("give --dir (AgentBench's data folder) or set AGENTBENCH_DIR")
+    if not Path(args.dir).is_dir():
+        raise CliError(f"no such folder: {args.dir}")
+
+
 def _import(args: argparse.Namespace) -> int:
     import asyncio
 
     from ..envs.registry import task_store
     from ..stack.embedded import NoStoreError, StackError
 
-    tasks = _tasks(args)
+    _need_dir(args)
+    env = f"agentbench_{args.env}"
+    tasks = _db_tasks(args) if args.env == "db" else _os_tasks(args)
 
     async def put() -> str:
         async with read_state(args, "aios-rl-agentbench-import", create=True) as state:
-            result = await task_store(state.bus, "agentbench_db").put_all(tasks)
+            result = await task_store(state.bus, env).put_all(tasks)
             return f"{result.stored} new, {result.existing} already there"
 
     try:
@@ -85,23 +131,84 @@ def _import(args: argparse.Namespace) -> int:
     except (NoStoreError, StackError, TimeoutError) as exc:
         raise CliError(str(exc)) from None
     make_console(args).print(
-        f"{len(tasks)} agentbench_db tasks in split {args.split}: {said}. A runner runs their "
-        "rollout jobs: `python -m services.runner --env agentbench_db` on a stack started with "
-        "`aios-rl up --env agentbench_db` (docs/agentbench.md)"
+        f"{len(tasks)} {env} tasks in split {args.split}: {said}. A runner runs their "
+        f"rollout jobs: `python -m services.runner --env {env}` on a stack started with "
+        f"`aios-rl up --env {env}` (docs/agentbench.md)"
     )
     return 0
 
 
-def _verify(args: argparse.Namespace) -> int:
-    if args.env == "os":
-        raise CliError(
-            "the agentbench OS environment is not built yet (issue 24): only --env db runs"
+def _images_build(args: argparse.Namespace) -> int:
+    from ..envs.agentbench.images import ImageMissing, build_image
+
+    console = make_console(args)
+    for name in args.names:
+        try:
+            root = build_image(name, mirror=args.mirror, log=console.print)
+        except (ImageMissing, PermissionError, FileNotFoundError, RuntimeError) as exc:
+            raise CliError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
+        console.print(f"{name}: {root}")
+    return 0
+
+
+def _images_list(args: argparse.Namespace) -> int:
+    from ..envs.agentbench.images import IMAGES, image_dir, images_home, recipe_digest
+
+    rows = []
+    for name, recipe in sorted(IMAGES.items()):
+        where = image_dir(recipe)
+        rows.append(
+            {
+                "image": name,
+                "digest": recipe_digest(recipe),
+                "built": (where / "manifest.json").is_file(),
+                "path": str(where / "root"),
+                "packages": list(recipe.packages),
+            }
         )
-    tasks = _tasks(args)
+    if args.json:
+        from .shell import print_json
+
+        print_json({"home": str(images_home()), "images": rows})
+        return 0
+    table = Table(title=f"agentbench OS images in {images_home()}")
+    for col in ("image", "digest", "built", "packages"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["image"], r["digest"], "yes" if r["built"] else "no", " ".join(r["packages"])
+        )
+    make_console(args).print(table)
+    return 0
+
+
+def _verify_os(args: argparse.Namespace, console: Any) -> list[Any]:
+    from ..envs.agentbench.images import ImageMissing, image_root
+    from ..envs.agentbench.verify import verify_os
+
+    tasks = _os_tasks(args)
+    if os.geteuid() != 0:
+        raise CliError("the agentbench OS environment needs root (its machines map 65536 uids)")
+    try:
+        for image in sorted({t.image for t in tasks}):
+            image_root(image)
+    except ImageMissing as exc:
+        raise CliError(str(exc)) from None
+    with console.status(f"verifying {len(tasks)} OS tasks") as status:
+        done: list[object] = []
+
+        def seen(_check: object) -> None:
+            done.append(_check)
+            status.update(f"verifying OS tasks: {len(done)}/{len(tasks)}")
+
+        return verify_os(tasks, progress=seen)
+
+
+def _verify_db(args: argparse.Namespace, console: Any) -> list[Any]:
     from ..envs.agentbench.mariadb import MariaDbError
     from ..envs.agentbench.verify import verify_db
 
-    console = make_console(args)
+    tasks = _db_tasks(args)
     try:
         with console.status(f"verifying {len(tasks)} DB tasks") as status:
             done: list[object] = []
@@ -110,35 +217,59 @@ def _verify(args: argparse.Namespace) -> int:
                 done.append(_check)
                 status.update(f"verifying DB tasks: {len(done)}/{len(tasks)}")
 
-            checks = verify_db(tasks, progress=seen)
+            return verify_db(tasks, progress=seen)
     except MariaDbError as exc:
         raise CliError(str(exc)) from None
-    passed = sum(c.passed for c in checks)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    _need_dir(args)
+    console = make_console(args)
+    benches = ["db", "os"] if args.env == "all" else [args.env]
+    if args.env == "all":
+        base = Path(args.dir)
+        benches = [
+            b for b in benches if (base / ("dbbench" if b == "db" else "os_interaction")).is_dir()
+        ]
+        if not benches:
+            raise CliError(f"{args.dir} holds neither dbbench/ nor os_interaction/")
+    results = {b: (_verify_db if b == "db" else _verify_os)(args, console) for b in benches}
+    every = [c for checks in results.values() for c in checks]
+    ok = all(c.passed for c in every)
     if args.json:
         from .shell import print_json
 
         print_json(
             {
                 "split": args.split,
-                "tasks": len(checks),
-                "passed": passed,
-                "checks": [c.__dict__ for c in checks],
+                **{
+                    b: {
+                        "tasks": len(checks),
+                        "passed": sum(c.passed for c in checks),
+                        "checks": [c.__dict__ for c in checks],
+                    }
+                    for b, checks in results.items()
+                },
             }
         )
-        return 0 if passed == len(checks) else 1
-    table = Table(title=f"agentbench db, {args.split}: {passed}/{len(checks)} pass")
-    for col in ("task", "source", "kind", "result", "failure"):
-        table.add_column(col)
-    for c in checks:
-        table.add_row(
-            c.task_id, c.source, c.kind, "pass" if c.passed else "FAIL",
-            f"{c.failure}: {c.detail}" if c.failure else c.detail,
-        )  # fmt: skip
-    console.print(table)
-    by_kind = Counter(c.kind for c in checks)
-    ok_kind = Counter(c.kind for c in checks if c.passed)
-    console.print(
-        ", ".join(f"{k} {ok_kind[k]}/{n}" for k, n in sorted(by_kind.items()))
-        + f"; failure classes: {dict(Counter(c.failure for c in checks if not c.passed)) or 'none'}"
-    )
-    return 0 if passed == len(checks) else 1
+        return 0 if ok else 1
+    for bench, checks in results.items():
+        passed = sum(c.passed for c in checks)
+        table = Table(title=f"agentbench {bench}, {args.split}: {passed}/{len(checks)} pass")
+        for col in ("task", "source", "kind", "result", "failure"):
+            table.add_column(col)
+        for c in checks:
+            table.add_row(
+                c.task_id, c.source, c.kind, "pass" if c.passed else "FAIL",
+                f"{c.failure}: {c.detail}" if c.failure else c.detail,
+            )  # fmt: skip
+        console.print(table)
+        by_kind = Counter(c.kind for c in checks)
+        ok_kind = Counter(c.kind for c in checks if c.passed)
+        console.print(
+            f"{bench}: "
+            + ", ".join(f"{k} {ok_kind[k]}/{n}" for k, n in sorted(by_kind.items()))
+            + "; failure classes: "
+            + f"{dict(Counter(c.failure for c in checks if not c.passed)) or 'none'}"
+        )
+    return 0 if ok else 1

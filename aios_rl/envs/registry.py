@@ -24,6 +24,7 @@ _BUILTIN = {
     "orchestrator": "aios_rl.envs.orchestrator.adapter",
     "browser": "aios_rl.envs.browser.adapter",
     "agentbench_db": "aios_rl.envs.agentbench.db_adapter",
+    "agentbench_os": "aios_rl.envs.agentbench.os_adapter",
 }
 """Built-in environment -> the module whose ``SPEC`` describes it."""
 

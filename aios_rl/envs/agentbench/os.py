@@ -1,6 +1,6 @@
 """AgentBench's OS-interaction bench, pure: its task format, its interaction protocol and its
-judge. The machine the tasks run on (a sandbox with a root filesystem of its own) is not built
-yet (issue 24); everything here is what that environment will use, tested on its own.
+judge. The machine the tasks run on is :mod:`.machine` (on an image of :mod:`.images`); the
+environment that puts them together is :mod:`.os_adapter`.
 
 Task format (AgentBench's ``os_interaction`` JSON, read as AgentBench reads it): ``create``
 names the image (``image``, or ``local``; default ``default``) and ``init`` scripts; ``start`` runs
@@ -24,6 +24,7 @@ output as arguments, and passes when every one exits 0.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -37,14 +38,18 @@ from .db import content_id
 
 __all__ = [
     "EMPTY_OUTPUT",
+    "INSTRUCTIONS",
     "OUTPUT_LIMIT",
     "ROUND_LIMIT",
     "OsAction",
+    "example_command",
     "judge_check",
     "judge_match",
     "load_os_tasks",
     "os_task_id",
     "parse_os_action",
+    "problem",
+    "reference_action",
     "script_argv",
     "shown_output",
 ]
@@ -53,6 +58,102 @@ ROUND_LIMIT = 8
 OUTPUT_LIMIT = 800
 """Output longer than this is cut to its first 780 characters and marked."""
 EMPTY_OUTPUT = "The output of the OS is empty."
+
+INSTRUCTIONS = """You will act as a person at a Linux (Ubuntu) terminal; I play the operating \
+system. Your goal is to do what I ask or to answer my question. Each turn, first think about \
+what to do, then take exactly one of three actions: "bash", "finish" or "answer".
+
+1. To run bash code, write:
+
+Think: your thought.
+
+Act: bash
+
+```bash
+# your bash code
+```
+
+2. When the task is done, write:
+
+Think: your thought.
+
+Act: finish
+
+3. When you have the answer to the question, write:
+
+Think: your thought.
+
+Act: answer(your answer, inside these parentheses)
+
+Long output is truncated: the truncated output is not complete, deal with that yourself. Your \
+bash code must not wait for input. Take exactly one of the three actions each turn.
+
+For example, my problem is: how many files are in the directory "/etc"?
+
+Think: to count the files in /etc I list them.
+
+Act: bash
+
+```bash
+ls /etc
+```
+
+The output of the OS:
+
+cpi cron.hourly fuse.conf iproute2 lvm networkd-dispatcher protocols selinux tmpfiles.d \
+[truncated because the output is too long]
+
+Think: the output was truncated, so I count with a command instead.
+
+Act: bash
+
+```bash
+ls -1 /etc | wc -l
+```
+
+The output of the OS:
+
+220
+
+Think: the answer is 220.
+
+Act: answer(220)"""
+"""What the agent reads first: AgentBench's instructions and its one-shot example, in our
+words, with the same action formats."""
+
+
+def problem(task: AgentBenchOsTask) -> str:
+    return "Now, I will start a new problem in a new OS. My problem is:\n\n" + task.description
+
+
+def example_command(script: OsScript) -> str:
+    """One shell line that runs ``script`` as a program, for a policy that replays a task's
+    ``example`` in the agent's shell: ``echo BASE64 | base64 -d | bash`` (or ``python3``), so a
+    multi-line script does not echo line by line."""
+    program = {"bash": "bash", "python": "python3"}.get(script.language)
+    if program is None:
+        raise ValueError(f"{script.language} scripts are not supported")
+    encoded = base64.b64encode(script.code.encode()).decode()
+    return f"echo {encoded} | base64 -d | {program}"
+
+
+def reference_action(task: AgentBenchOsTask, observation: str) -> str | None:
+    """What an agent that knows the task's reference writes next, given the conversation so
+    far; ``None`` when the task has none (a ``match`` by regex with no ``example``). With an
+    ``example``: run it in the shell (:func:`example_command`), then answer what it printed,
+    stripped. A ``match`` with an exact answer and no example: answer it."""
+    if task.example is not None:
+        last = observation.rsplit("\n\n", 1)[-1]
+        if "\nAct: bash" not in observation.split(problem(task), 1)[-1]:
+            return f"Think: run the reference solution.\n\nAct: bash\n\n```bash\n{example_command(task.example)}\n```"
+        head = "The output of the OS:\n\n"
+        tail = observation.rsplit(head, 1)[-1] if head in observation else ""
+        answer = "" if last == EMPTY_OUTPUT else tail.strip()
+        return f"Think: that is the answer.\n\nAct: answer({answer})"
+    if task.match is not None and task.match.answer is not None:
+        return f"Think: I know the answer.\n\nAct: answer({task.match.answer})"
+    return None
+
 
 Runner = Callable[[OsScript, Sequence[str]], tuple[int, str]]
 """Runs a script with arguments on the episode's machine: (exit status, output)."""
