@@ -297,18 +297,19 @@ def test_verify_cli_on_the_fixture(tmp_path: Path, capsys: pytest.CaptureFixture
     (tmp_path / "dbbench" / "dev.jsonl").write_text(MINI.read_text())
     assert run_cli(["agentbench", "verify", "--dir", str(tmp_path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["tasks"] == 6 and doc["passed"] == 6
+    assert "os" not in doc  # --env all: only the benches whose data is there
+    assert doc["db"]["tasks"] == 6 and doc["db"]["passed"] == 6
     broken = [json.loads(line) for line in MINI.read_text().splitlines()]
     broken[3]["answer_md5"] = "[('0000',)]"
     (tmp_path / "dbbench" / "dev.jsonl").write_text("\n".join(map(json.dumps, broken)) + "\n")
     assert run_cli(["agentbench", "verify", "--dir", str(tmp_path), "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
-    failed = [c for c in doc["checks"] if not c["passed"]]
+    failed = [c for c in doc["db"]["checks"] if not c["passed"]]
     assert [c["failure"] for c in failed] == ["table hash differs"]
     assert run_cli(["agentbench", "verify", "--dir", str(tmp_path / "none")]) == 1
+    assert "no such folder" in capsys.readouterr().err
+    assert run_cli(["agentbench", "verify", "--env", "db", "--dir", str(tmp_path / "dbbench")]) == 1
     assert "no DB tasks at" in capsys.readouterr().err
-    assert run_cli(["agentbench", "verify", "--env", "os", "--dir", str(tmp_path)]) == 1
-    assert "not built yet" in capsys.readouterr().err
 
 
 def test_import_cli_stores_the_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

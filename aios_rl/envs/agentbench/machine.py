@@ -364,22 +364,27 @@ class Machine:
         raise MachineError("the machine's main process did not start in time")
 
     def close(self) -> None:
-        for shell in self._shells:
-            shell.close()
-        self._shells.clear()
+        # the machine goes first, its shells' terminals after (a shell hung up on first would
+        # keep the pid namespace alive while its terminal drains)
         if self.init_pid:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self.init_pid, signal.SIGKILL)
         if self._launcher is not None:
-            with contextlib.suppress(ProcessLookupError):
+            # the launcher (bubblewrap outside) reaps the machine's init once the kernel has
+            # killed everything in its pid namespace; killed first, it would leave a zombie
+            try:
+                self._launcher.wait(timeout=10)
+            except subprocess.TimeoutExpired:
                 self._launcher.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
                 self._launcher.wait(timeout=10)
             for stream in (self._launcher.stdin, self._launcher.stdout, self._launcher.stderr):
                 if stream is not None:
                     with contextlib.suppress(OSError):
                         stream.close()
             self._launcher = None
+        for shell in self._shells:
+            shell.close()
+        self._shells.clear()
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
@@ -517,7 +522,7 @@ class Shell:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or len(buf) > self.max_output_bytes:
-                os.write(self.master, b"\x03")  # Ctrl-C, as a person would
+                self._interrupt()
                 return buf
             ready, _, _ = select.select([self.master], [], [], min(left, self.idle_timeout_s))
             if not ready:
@@ -535,6 +540,25 @@ class Shell:
             buf += chunk
             if _PS1.search(buf) or (not last and _PS2.search(buf)):
                 return buf
+
+    def _interrupt(self) -> None:
+        """Ctrl-C, as a person would; what the terminal still prints until the prompt is
+        dropped (at most a few seconds of it)."""
+        os.write(self.master, b"\x03")
+        deadline = time.monotonic() + 3.0
+        tail = b""
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.master], [], [], 0.5)
+            if not ready:
+                return
+            try:
+                tail = (tail + os.read(self.master, 65536))[-4096:]
+            except BlockingIOError:
+                continue
+            except OSError:
+                return
+            if _PS1.search(tail):
+                return
 
     def run(self, command: str, *, hard_s: float = 60.0) -> str:
         """Type ``command`` line by line, each once the shell prompts for it, and return what
