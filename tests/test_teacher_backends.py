@@ -38,7 +38,7 @@ from services.teacher_cli.settings import CliTeacherSettings
 from services.teacher_openai.logic import chat_body
 from services.teacher_openai.main import build as build_openai
 from services.teacher_openai.settings import OpenAITeacherSettings
-from services.teacher_oracle.logic import judge, judge_orchestrator
+from services.teacher_oracle.logic import judge, judge_agentbench, judge_orchestrator
 from services.teacher_oracle.main import build as build_oracle
 from services.teacher_oracle.settings import OracleSettings
 from tests.support import running
@@ -361,11 +361,87 @@ def test_oracle_judges_an_imported_decision_by_its_log() -> None:
 # -- the oracle service ---------------------------------------------------------------------------
 
 
+AB_FIXTURES = Path(__file__).parent / "fixtures" / "agentbench"
+
+
+def agentbench_request(env: str, task_id: str, turns: list[tuple[str, str]], outcome: str):
+    """A request whose steps saw ``turns`` = (observation, action)."""
+    return TeacherRequest(
+        request_id="r-ab",
+        episode_id="e-ab",
+        environment=env,  # type: ignore[arg-type]
+        task_id=task_id,
+        steps=[StepDigest(index=i, observation=o, action=a) for i, (o, a) in enumerate(turns)],
+        outcome=outcome,  # type: ignore[arg-type]
+    )
+
+
+def test_oracle_hints_agentbench_references() -> None:
+    from aios_rl.envs.agentbench.db import load_db_tasks, reference_turns
+    from aios_rl.envs.agentbench.os import load_os_tasks, problem, reference_action
+
+    db = {t.kind: t for t in load_db_tasks(AB_FIXTURES / "dbbench" / "mini.jsonl")}["UPDATE"]
+    sql, answer = reference_turns(db)
+    good = judge_agentbench(
+        agentbench_request("agentbench_db", db.task_id, [("q", sql), ("r", answer)], "success"), db
+    )
+    assert (good.verdict, good.score, good.hints) == ("correct", 1.0, [])
+    wrong = "Action: Operation\n```sql\nUPDATE Players SET x = 1\n```"
+    bad = judge_agentbench(
+        agentbench_request("agentbench_db", db.task_id, [("q", wrong), ("r", answer)], "failure"),
+        db,
+    )
+    assert (bad.verdict, bad.score) == ("incorrect", -0.5)
+    assert [(h.step, h.better_action) for h in bad.hints] == [(0, sql)]
+    after = judge_agentbench(
+        agentbench_request(
+            "agentbench_db",
+            db.task_id,
+            [("q", sql), ("r", "Action: Answer\nFinal Answer: [1]")],
+            "failure",
+        ),
+        db,
+    )
+    assert (
+        after.hints == [] and after.verdict == "incorrect"
+    )  # an update's answer text is not judged
+
+    base = AB_FIXTURES / "os_interaction"
+    users, _secret, process, *_ = load_os_tasks(
+        base / "data" / "mini.json", base / "scripts" / "mini"
+    )
+    run_example = reference_action(users, problem(users))
+    assert run_example is not None
+    seen = f"{problem(users)}\n\n{run_example}\n\nThe output of the OS:\n\n2\n"
+    followed = [("start", run_example), (seen, "Think: two.\n\nAct: answer(3)")]
+    sig = judge_agentbench(
+        agentbench_request("agentbench_os", users.task_id, followed, "failure"), users
+    )
+    assert [(h.step, h.better_action) for h in sig.hints] == [
+        (1, "Think: that is the answer.\n\nAct: answer(2)")
+    ]
+    strayed = [("start", "Act: bash\n\n```bash\nls /home\n```")]
+    sig = judge_agentbench(
+        agentbench_request("agentbench_os", users.task_id, strayed, "failure"), users
+    )
+    assert [(h.step, h.better_action) for h in sig.hints] == [(0, run_example)]
+    regex = judge_agentbench(
+        agentbench_request("agentbench_os", process.task_id, strayed, "failure"), process
+    )
+    assert regex.verdict == "unsure" and "no reference" in regex.rationale
+
+
 async def test_oracle_reads_ground_truth_from_the_tasks_store(bus: Bus, names: Names) -> None:
     svc, oracle = build_oracle(bus, OracleSettings(namespace=names.namespace))
     await store_task(bus)
     gated = orchestrator_task(environment="production", destructive=True)
     await task_store(bus, "orchestrator").put(gated)
+    from aios_rl.envs.agentbench.os import load_os_tasks
+
+    base = AB_FIXTURES / "os_interaction"
+    users = load_os_tasks(base / "data" / "mini.json", base / "scripts" / "mini")[0]
+    await task_store(bus, "agentbench_os").put(users)
+    strayed = [("start", "Act: bash\n\n```bash\nls /home\n```")]
     obs = await bus.js.object_store(names.bucket(OBJECTS_TASKS))
     await obs.put(Names.object_task("shell", "corrupt"), b'{"task_id": "corrupt"}')
     async with running(svc):
@@ -373,6 +449,9 @@ async def test_oracle_reads_ground_truth_from_the_tasks_store(bus: Bus, names: N
         again = await ask(bus, "oracle", request([RUN, TEST_EDIT]))
         web = await ask(bus, "oracle", request([RUN], environment="beacon", task_id="w"))
         run = await ask(bus, "oracle", orchestrator_request(gated, ["pass", "send to a subagent"]))
+        os_sig = await ask(
+            bus, "oracle", agentbench_request("agentbench_os", users.task_id, strayed, "failure")
+        )
         with pytest.raises(RemoteError) as no_run:
             await ask(bus, "oracle", request([RUN], environment="orchestrator", task_id="f" * 16))
         with pytest.raises(RemoteError) as missing:
@@ -386,13 +465,14 @@ async def test_oracle_reads_ground_truth_from_the_tasks_store(bus: Bus, names: N
         (1, FIX),
     ]
     assert (web.status, web.verdict, web.score, web.hints) == ("ok", "unsure", 0.0, [])
-    assert "shell, browser and orchestrator tasks, not beacon" in web.rationale
+    assert "orchestrator and AgentBench tasks, not beacon" in web.rationale
     assert [(h.step, h.better_action) for h in run.hints] == [(1, "ask a human to approve")]
+    assert os_sig.verdict == "incorrect" and "base64 -d | bash" in os_sig.hints[0].better_action
     assert no_run.value.code == "404" and "no orchestrator task" in no_run.value.description
     assert missing.value.code == "404" and "no shell task nope" in missing.value.description
     assert corrupt.value.code == "422" and "not a ShellTask" in corrupt.value.description
     assert bad_id.value.code == "422"
-    assert oracle.stats() == {"answered": 4.0, "cached_tasks": 1.0, "missing_tasks": 2.0}
+    assert oracle.stats() == {"answered": 5.0, "cached_tasks": 1.0, "missing_tasks": 2.0}
 
 
 # -- teacher-<cli> ---------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from aios_rl.envs.registry import task_store
 from aios_rl.envs.shell.store import ShellTaskStore
 from aios_rl.state.tasks import CorruptTaskError, TaskStoreUnavailableError, UnknownTaskError
 from contracts import (
+    AgentBenchDbTask,
+    AgentBenchOsTask,
     BrowserTask,
     Names,
     OrchestratorTask,
@@ -18,7 +20,7 @@ from contracts import (
     TeacherSignal,
 )
 
-from .logic import judge, judge_browser, judge_orchestrator, not_judged
+from .logic import judge, judge_agentbench, judge_browser, judge_orchestrator, not_judged
 from .settings import OracleSettings
 
 
@@ -33,6 +35,12 @@ class Oracle:
         self.browser_tasks: OrderedDict[str, BrowserTask] = OrderedDict()
         self.orchestrator_store = task_store(bus, "orchestrator")
         self.orchestrator_tasks: OrderedDict[str, OrchestratorTask] = OrderedDict()
+        self.agentbench_stores = {
+            env: task_store(bus, env) for env in ("agentbench_db", "agentbench_os")
+        }
+        self.agentbench_tasks: dict[str, OrderedDict[str, AgentBenchDbTask | AgentBenchOsTask]] = {
+            env: OrderedDict() for env in self.agentbench_stores
+        }
         self.capacity = settings.task_cache_size
         self.answered = 0
         self.missing_tasks = 0
@@ -86,10 +94,19 @@ class Oracle:
                 "orchestrator", req.task_id, self.orchestrator_store, self.orchestrator_tasks
             )
             signal = judge_orchestrator(req, task)
+        elif req.environment in self.agentbench_stores:
+            task = await self._load(
+                req.environment,
+                req.task_id,
+                self.agentbench_stores[req.environment],
+                self.agentbench_tasks[req.environment],
+            )
+            signal = judge_agentbench(req, task)
         else:
             signal = not_judged(
                 req,
-                f"the oracle holds ground truth for shell, browser and orchestrator tasks, not {req.environment}",
+                f"the oracle holds ground truth for shell, browser, orchestrator and AgentBench "
+                f"tasks, not {req.environment}",
             )
         self.answered += 1
         self.log.debug(

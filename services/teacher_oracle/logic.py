@@ -62,6 +62,15 @@ the run still did not succeed (cut off), or the trajectory cannot be replayed (s
 the digest); blocked: unsure 0, boundary. An imported decision is judged by its log's verdict (no
 verdict: unsure).
 
+AgentBench episodes (``judge_agentbench``): the ground truth is the task's reference, the turns of
+``aios_rl.envs.agentbench.verify`` (DB: the reference SQL then the answer, or the label as the
+answer; OS: the ``example`` run in the shell then its output as the answer, or a ``match`` task's
+expected text). The oracle follows the trajectory along those turns (an OS answer is read from the
+output the agent saw); the first step that left them gets ``better_action`` = the reference turn
+there, and no hint after it. A success is correct, 1, with no hint (another way to the answer is
+as good); a failure incorrect, -0.5, with the hint; blocked unsure 0, boundary. An OS task with
+neither an example nor an exact answer (a regex ``match``) has no reference: ``unsure``.
+
 Episodes of other environments have no ground truth the oracle holds: they are answered
 ``unsure`` with score 0 and no hints (status ``ok``, so they pass through reward fusion without
 shaping).
@@ -69,6 +78,8 @@ shaping).
 
 from __future__ import annotations
 
+from aios_rl.envs.agentbench.db import MODIFYING, parse_action, reference_turns
+from aios_rl.envs.agentbench.os import parse_os_action, problem, reference_action
 from aios_rl.envs.browser.actions import (
     InvalidAction,
     as_candidate,
@@ -81,6 +92,8 @@ from aios_rl.envs.shell.episode import SUBMIT, UNDO
 from aios_rl.envs.shell.importing import fix_command
 from aios_rl.teachers import shown_as
 from contracts import (
+    AgentBenchDbTask,
+    AgentBenchOsTask,
     BrowserTask,
     CandidateEdit,
     OrchestratorTask,
@@ -90,7 +103,14 @@ from contracts import (
     TeacherSignal,
 )
 
-__all__ = ["BACKEND", "judge", "judge_browser", "judge_orchestrator", "not_judged"]
+__all__ = [
+    "BACKEND",
+    "judge",
+    "judge_agentbench",
+    "judge_browser",
+    "judge_orchestrator",
+    "not_judged",
+]
 
 BACKEND = "oracle"
 
@@ -359,4 +379,70 @@ def judge_orchestrator(req: TeacherRequest, task: OrchestratorTask) -> TeacherSi
         boundary=boundary,
         hints=hints,
         rationale=where,
+    )
+
+
+_OS_OUTPUT = "The output of the OS"
+
+
+def _agentbench_reference(
+    task: AgentBenchDbTask | AgentBenchOsTask, steps: list, at: int
+) -> str | None:
+    """The reference turn at step ``at`` given the steps before it (which followed it)."""
+    if isinstance(task, AgentBenchDbTask):
+        turns = reference_turns(task)
+        return turns[at] if at < len(turns) else None
+    if at == 0:
+        return reference_action(task, problem(task))
+    if at == 1 and _OS_OUTPUT in steps[1].observation:
+        seen = steps[1].observation.rsplit(_OS_OUTPUT, 1)[1]
+        return reference_action(task, f"{problem(task)}\n\n{steps[0].action}\n\n{_OS_OUTPUT}{seen}")
+    return None
+
+
+def _same_turn(task: AgentBenchDbTask | AgentBenchOsTask, a: str, b: str) -> bool:
+    if isinstance(task, AgentBenchDbTask):
+        first, second = parse_action(a), parse_action(b)
+        if task.kind in MODIFYING and first.kind == second.kind == "answer":
+            return True  # the table is judged, not the answer's text
+        return first == second
+    first, second = parse_os_action(a), parse_os_action(b)
+    if (
+        first.kind == "answer"
+        and second.kind == "answer"
+        and None not in (first.content, second.content)
+    ):
+        return (first.content or "").strip() == (second.content or "").strip()
+    return first == second
+
+
+def judge_agentbench(
+    req: TeacherRequest, task: AgentBenchDbTask | AgentBenchOsTask
+) -> TeacherSignal:
+    """The oracle's signal for an AgentBench DB or OS episode (see the module docstring)."""
+    if isinstance(task, AgentBenchOsTask) and reference_action(task, problem(task)) is None:
+        return not_judged(req, f"task {task.task_id} has no reference solution")
+    steps = sorted(req.steps, key=lambda s: s.index)
+    hints: list[TeacherHint] = []
+    followed = 0
+    for at, step in enumerate(steps):
+        if step.index != at:
+            break  # a step left out of the digest: what came before it is unknown
+        expected = _agentbench_reference(task, steps, at)
+        if expected is None:
+            break
+        if _same_turn(task, step.action, expected):
+            followed += 1
+            continue
+        hints.append(TeacherHint(step=step.index, better_action=expected, note="the reference"))
+        break
+    where = f"{req.environment}: {followed} reference turns followed"
+    if req.outcome == "blocked":
+        return TeacherSignal(
+            backend=BACKEND, verdict="unsure", boundary=True, hints=hints, rationale=where
+        )
+    if req.outcome == "success":
+        return TeacherSignal(backend=BACKEND, verdict="correct", score=1.0, rationale=where)
+    return TeacherSignal(
+        backend=BACKEND, verdict="incorrect", score=-0.5, hints=hints, rationale=where
     )

@@ -45,6 +45,7 @@ __all__ = [
     "load_db_tasks",
     "parse_action",
     "question",
+    "reference_turns",
     "table_hash_sql",
 ]
 
@@ -239,3 +240,13 @@ def load_db_tasks(path: Path, split: str = "dev") -> list[AgentBenchDbTask]:
             raise ValueError(f"{path}:{n}: a {kind} task needs answer_md5")
         out.append(msgspec.structs.replace(draft, task_id=db_task_id(draft)))
     return out
+
+
+def reference_turns(task: AgentBenchDbTask) -> list[str]:
+    """What an agent that knows the reference solution writes, turn by turn."""
+    if task.kind in MODIFYING:
+        return [
+            f"Action: Operation\n```sql\n{task.label[0] if task.label else ''}\n```",
+            "Action: Answer\nFinal Answer: []",
+        ]
+    return [f"Action: Answer\nFinal Answer: {json.dumps(task.label)}"]

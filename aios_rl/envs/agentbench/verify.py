@@ -13,13 +13,12 @@ real MariaDB, so what passes is what an agent doing the right thing would be cre
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts import AgentBenchDbTask, AgentBenchOsTask
 
-from .db import MODIFYING
+from .db import MODIFYING, reference_turns
 from .db_adapter import DbHost, DbRunnerSettings
 from .mariadb import MariaDb
 from .os import ROUND_LIMIT, problem, reference_action
@@ -38,16 +37,6 @@ class Check:
     """The failure class: ``reference SQL error``, ``table hash differs``, ``answer judged
     wrong``, ``environment error``."""
     detail: str = ""
-
-
-def reference_turns(task: AgentBenchDbTask) -> list[str]:
-    """What an agent that knows the reference solution writes, turn by turn."""
-    if task.kind in MODIFYING:
-        return [
-            f"Action: Operation\n```sql\n{task.label[0] if task.label else ''}\n```",
-            "Action: Answer\nFinal Answer: []",
-        ]
-    return [f"Action: Answer\nFinal Answer: {json.dumps(task.label)}"]
 
 
 async def _check(host: DbHost, task: AgentBenchDbTask) -> Check:
