@@ -379,6 +379,11 @@ def test_verify_and_import_clis_on_the_fixture(
     assert [c["failure"] for c in doc["checks"] if not c["passed"]] == ["no reference solution"]
     assert run_cli(["agentbench", "verify", "--env", "os", "--dir", str(tmp_path)]) == 1
     assert "no OS tasks at" in capsys.readouterr().err
+    checkout = tmp_path / "AgentBench"  # a checkout: its data/ folder is read
+    shutil.copytree(FIXTURE, checkout / "data" / "os_interaction")
+    argv = ["agentbench", "verify", "--split", "mini", "--agentbench-dir", str(checkout), "--json"]
+    assert run_cli(argv) == 1
+    assert json.loads(capsys.readouterr().out)["os"]["passed"] == 4
 
     store = tmp_path / "store"
     argv = ["agentbench", "import", "--env", "os", "--dir", str(tmp_path), "--split", "mini"]
@@ -390,6 +395,40 @@ def test_verify_and_import_clis_on_the_fixture(
             return await registry.task_store(state.bus, "agentbench_os").list("mini")
 
     assert len(asyncio.run(stored())) == 5
+
+
+def test_agentbench_eval_cli_on_an_embedded_stack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], image: Path
+) -> None:
+    """``aios-rl agentbench eval`` starts a stack with the environment's runner and an hf
+    student from a model directory, and evaluates it on imported tasks; a tiny student is
+    refused in one line."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from .test_student_hf import make_tokenizer
+
+    tok = make_tokenizer()
+    model = tmp_path / "model"
+    GPT2LMHeadModel(
+        GPT2Config(
+            n_positions=4096, n_embd=32, n_layer=2, n_head=2, vocab_size=len(tok),
+            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
+    ).save_pretrained(model)  # fmt: skip
+    tok.save_pretrained(model)
+    shutil.copytree(FIXTURE, tmp_path / "data" / "os_interaction")
+    store = ["--store", str(tmp_path / "store"), "--nats-url", "nats://127.0.0.1:1"]
+    argv = ["agentbench", "import", "--env", "os", "--dir", str(tmp_path / "data")]
+    assert run_cli([*argv, "--split", "mini", *store]) == 0
+    capsys.readouterr()
+    argv = ["agentbench", "eval", "--env", "os", "--split", "mini", "--limit", "2", *store]
+    assert run_cli([*argv, "--student", "hf", "--model-path", str(model), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["environment"] == "agentbench_os" and doc["episodes"] == 2
+    assert set(doc["endings"]) <= {"invalid action", "round limit", "answer", "finish"}
+    assert run_cli(["agentbench", "eval", "--student", "tiny", *store]) == 2
+    assert "invalid choice: 'tiny'" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(

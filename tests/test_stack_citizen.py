@@ -188,3 +188,15 @@ def test_killing_up_leaves_no_process_behind(tmp_path: Path) -> None:
     finally:
         if up.poll() is None:
             up.kill()
+
+
+def test_an_environment_outside_the_registry_gets_a_runner_in_the_embedded_stack() -> None:
+    from aios_rl.stack.embedded import _replicas
+
+    names = [r.service.name for r in _replicas({}, None)]
+    assert "agentbench_os-runner" not in names
+    replicas = _replicas({}, None, ("agentbench_os", "shell"))
+    runners = [r.service for r in replicas if r.service.name == "agentbench_os-runner"]
+    assert len(runners) == 1 and runners[0].module == "services.runner"
+    assert runners[0].args == ("--env", "agentbench_os")
+    assert [r.service.name for r in replicas].count("shell-runner") == 1  # already a service

@@ -4,13 +4,16 @@
 - ``verify``: every task's reference solution through the environment, pass / fail with the
   failure class (both benches by default, each whose data is there);
 - ``import``: the tasks into the task store (for ``eval``, campaigns and runners);
+- ``eval``: a checkpoint of a text student on the stored tasks, through the real runners (an
+  embedded stack starts the environment's runner; ``--student hf --model-path DIR`` for a new
+  store), with 95 % intervals and how the episodes ended;
 - ``images build | list``: the OS bench's root filesystems (built once from the Debian mirror by
   mmdebstrap, cached by content; a task never downloads).
 
 ``--dir`` is an AgentBench data folder in AgentBench's layout (``dbbench/<split>.jsonl``,
 ``os_interaction/data/<split>.json`` or ``os_interaction/data/<split>/*.json`` with scripts in
 ``os_interaction/scripts/<split>/``; a checkout's ``data/`` folder, or the dev splits this
-project's CI uses): default ``$AGENTBENCH_DIR``.
+project's CI uses; a checkout of AgentBench stands for its ``data/``): default ``$AGENTBENCH_DIR``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,18 @@ from typing import Any
 
 from rich.table import Table
 
-from ._common import CliError, bus_args, json_arg, make_console, read_state, store_arg
+from ..student import TEXT_BACKENDS
+from ._common import (
+    CliError,
+    bus_args,
+    insecure_arg,
+    json_arg,
+    make_console,
+    positive,
+    read_state,
+    store_arg,
+    url,
+)
 
 __all__ = ["add"]
 
@@ -32,9 +46,12 @@ def _data_args(p: argparse.ArgumentParser, env_default: str) -> None:
     p.add_argument("--split", default="dev", help="which split's files, and its name (dev)")
     p.add_argument(
         "--dir",
+        "--agentbench-dir",
+        dest="dir",
         type=Path,
         default=os.environ.get("AGENTBENCH_DIR"),
-        help="AgentBench's data folder (dbbench/, os_interaction/; env AGENTBENCH_DIR)",
+        help="AgentBench's data folder (dbbench/, os_interaction/), or a checkout of AgentBench "
+        "(its data/ is used; env AGENTBENCH_DIR)",
     )
     choices = ("db", "os", "all") if env_default == "all" else ("db", "os")
     p.add_argument(
@@ -61,6 +78,36 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     store_arg(imp)
     bus_args(imp)
     imp.set_defaults(run=_import)
+
+    ev = sub.add_parser(
+        "eval",
+        help="evaluate a checkpoint of a text student on stored AgentBench tasks (runners, "
+        "95%% intervals)",
+    )
+    ev.add_argument("--env", choices=("db", "os"), default="os", help="which bench (os)")
+    ev.add_argument(
+        "--checkpoint",
+        default="active",
+        metavar="ID|POINTER",
+        help="checkpoint id, or active / last_stable / pre_update_ref (default active)",
+    )
+    ev.add_argument("--split", default="dev", help="the imported split (default dev)")
+    ev.add_argument("--limit", type=positive, default=100, help="tasks to run (default 100)")
+    ev.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    ev.add_argument(
+        "--student",
+        choices=TEXT_BACKENDS,
+        default=None,
+        help="the student a new store starts from (it must write text: hf, with --model-path)",
+    )
+    ev.add_argument(
+        "--model-path", metavar="DIR", default=None, help="--student hf: the model directory"
+    )
+    json_arg(ev)
+    store_arg(ev)
+    insecure_arg(ev)
+    bus_args(ev)
+    ev.set_defaults(run=_eval)
 
     images = sub.add_parser("images", help="the OS bench's root filesystems: build, list")
     isub = images.add_subparsers(dest="images_command", metavar="ACTION", required=True)
@@ -105,10 +152,14 @@ def _os_tasks(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _need_dir(args: argparse.Namespace) -> None:
+    """``args.dir`` checked; a checkout of AgentBench stands for its ``data/`` folder."""
     if args.dir is None:
         raise CliError("give --dir (AgentBench's data folder) or set AGENTBENCH_DIR")
     if not Path(args.dir).is_dir():
         raise CliError(f"no such folder: {args.dir}")
+    data = Path(args.dir) / "data"
+    if any((data / sub).is_dir() for sub in ("dbbench", "os_interaction")):
+        args.dir = data
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -273,3 +324,84 @@ def _verify(args: argparse.Namespace) -> int:
             + f"{dict(Counter(c.failure for c in checks if not c.passed)) or 'none'}"
         )
     return 0 if ok else 1
+
+
+def _eval(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from contracts.subjects import runner_name
+
+    from ..envs.registry import task_store
+    from ..stack.embedded import StackError, stack
+    from ..state.checkpoints import CheckpointRegistry
+    from ._training import check_student, embedded_options
+    from .shell import _summary_table, evaluate, print_json, resolve
+
+    check_student(args)
+    env = f"agentbench_{args.env}"
+    args.nats_url = url(args)
+    console = make_console(args)
+
+    async def main() -> int:
+        async with stack(
+            args.nats_url,
+            namespace=args.namespace,
+            data_dir=Path(args.store),
+            insecure=args.insecure,
+            needs={"sampler", "trainer", runner_name(env)},
+            echo=console.print,
+            environments=(env,),
+            **embedded_options(args),  # type: ignore[arg-type]
+        ) as st:
+            ids = (await task_store(st.bus, env).list(args.split))[: args.limit]
+            if not ids:
+                raise CliError(
+                    f"no {env} tasks in split {args.split}: store them first with "
+                    f"`aios-rl agentbench import --env {args.env} --split {args.split} --dir ...`"
+                )
+            checkpoint = await resolve(st.bus, args.checkpoint)
+            backend = (await CheckpointRegistry(st.bus).meta(checkpoint)).backend
+            if backend not in TEXT_BACKENDS:
+                raise CliError(
+                    f"checkpoint {checkpoint[:12]} is a {backend} student, which chooses among "
+                    "offered actions; AgentBench episodes offer none: use a store whose student "
+                    "writes text (a new store with --student hf --model-path DIR)"
+                )
+            summary, episodes = await evaluate(
+                st.bus,
+                checkpoint,
+                ids,
+                console,
+                split=args.split,
+                label=f"{env} {args.split}",
+                seed=args.seed,
+                env=env,
+            )
+            endings = Counter(ep.info.get("ending") or ep.outcome for ep in episodes)
+            if args.json:
+                print_json(
+                    {
+                        "environment": env,
+                        "checkpoint": checkpoint,
+                        "split": args.split,
+                        **summary.__dict__,
+                        "endings": dict(endings),
+                    }
+                )
+                return 0
+            console.print(
+                _summary_table(
+                    f"{env} eval: {args.split}, {len(ids)} tasks, near-greedy, 95% intervals",
+                    {checkpoint[:12]: summary},
+                )
+            )
+            console.print(
+                "how the episodes ended: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(endings.items()))
+            )
+            return 0
+
+    try:
+        return asyncio.run(main())
+    except (StackError, TimeoutError) as exc:
+        raise CliError(str(exc)) from None

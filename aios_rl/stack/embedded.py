@@ -37,12 +37,13 @@ from pathlib import Path
 from typing import Literal
 
 from contracts import Names
+from contracts.subjects import runner_name
 
 from ..bus import Bus, ConnectError, connect, discover, provision
 from ..state.checkpoints import CheckpointRegistry
 from .auth import admin_credentials, credentials_env, prepare
 from .natsd import NatsServer, serving_port
-from .services import SERVICES
+from .services import SERVICES, ServiceEntry
 from .supervisor import Replica, Supervisor, plan
 
 __all__ = [
@@ -184,12 +185,25 @@ async def _login(
     return None
 
 
-def _replicas(args: Mapping[str, Sequence[str]], scale: Mapping[str, int] | None) -> list[Replica]:
+def _replicas(
+    args: Mapping[str, Sequence[str]],
+    scale: Mapping[str, int] | None,
+    environments: Sequence[str] = (),
+) -> list[Replica]:
     """The embedded stack's processes: every service of the registry (``scale`` overriding
-    replica counts), each with its extra command-line ``args``."""
+    replica counts), each with its extra command-line ``args``, and a runner for each of
+    ``environments`` the registry does not run (``<env>-runner``: ``services.runner --env``)."""
+    known = {s.name for s in SERVICES}
+    extra = [
+        ServiceEntry(
+            runner_name(env), "services.runner", f"runs {env} episodes", args=("--env", env)
+        )
+        for env in environments
+        if runner_name(env) not in known
+    ]
     entries = [
         dataclasses.replace(s, args=(*s.args, *args[s.name])) if args.get(s.name) else s
-        for s in SERVICES
+        for s in (*SERVICES, *extra)
     ]
     return plan(entries, scale=scale)
 
@@ -209,12 +223,14 @@ async def stack(
     insecure: bool = False,
     service_args: Mapping[str, Sequence[str]] | None = None,
     scale: Mapping[str, int] | None = None,
+    environments: Sequence[str] = (),
 ) -> AsyncIterator[Stack]:
     """The stack at ``url`` if it answers, else the one another command runs on ``data_dir``
     (the store), else an embedded one (see the module docstring). ``fresh`` wipes the store's
     JetStream data first (and never attaches to another command's); ``insecure`` runs it
-    without users; ``service_args`` (service -> extra flags) and ``scale`` (service ->
-    replicas) shape the embedded stack only. Raises ``StackError``."""
+    without users; ``service_args`` (service -> extra flags), ``scale`` (service -> replicas)
+    and ``environments`` (a runner each, for environments the registry does not run: the
+    AgentBench ones) shape the embedded stack only. Raises ``StackError``."""
     names = Names(namespace)
     running = running_url(data_dir)
     if fresh and running:
@@ -239,9 +255,10 @@ async def stack(
     if url:
         echo(f"no NATS at {url}: starting an embedded stack")
     log_path = _prepare(data_dir, fresh=fresh)
-    replicas = _replicas(service_args or {}, scale)
+    replicas = _replicas(service_args or {}, scale, environments)
     users = [s.name for s in SERVICES]
-    auth = None if insecure else prepare(data_dir, names, users)
+    auth = None if insecure else prepare(data_dir, names, users, environments=tuple(environments))
+    users += [r.service.name for r in replicas if r.service.name not in users]
     admin = credentials_env(auth.admin if auth else None)
     server = NatsServer(data_dir / "nats", config=auth.config if auth else None)
     with server, open(log_path, "a") as log_file:  # noqa: ASYNC230 - opened once

@@ -15,6 +15,7 @@ from .tiny import TinyConfig, TinyStudent
 
 __all__ = [
     "BACKENDS",
+    "TEXT_BACKENDS",
     "ActOutput",
     "Decision",
     "Evaluation",
@@ -32,6 +33,9 @@ __all__ = [
 ]
 
 BACKENDS = ("tiny", "hf", "minilm")
+TEXT_BACKENDS = ("hf",)
+"""The backends that write free text (``supports_free_text``): the only ones that can act where
+an environment offers no candidates (the AgentBench environments)."""
 """The student backends, by name."""
 
 

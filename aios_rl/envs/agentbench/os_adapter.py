@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,6 +171,11 @@ class OsHost:
     """Makes one machine per episode; nothing shared but the images on disk."""
 
     def __init__(self, settings: OsRunnerSettings) -> None:
+        if os.geteuid() != 0:
+            raise PermissionError(
+                "the agentbench_os environment needs root: its machines map 65536 uids, mount "
+                "an overlay and make a cgroup"
+            )
         self.settings = settings
         self.limits = MachineLimits(
             memory_bytes=settings.memory_mb << 20,
