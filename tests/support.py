@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerInfo
@@ -160,3 +160,17 @@ def agentbench_dev_dir() -> Path:
         Path("/work/shared/agentbench-dev"),
     )
     return next((p for p in candidates if p.is_dir()), Path("/nonexistent"))
+
+
+async def play(host: Any, task: Any, turns: list[str], *, max_steps: int = 8) -> Any:
+    """One episode of ``task`` on an environment ``host``: ``turns`` taken until it ends, the
+    episode closed; returns it (its ``result()`` and turns stay readable)."""
+    env = await host.open(task, seed=0, max_steps=max_steps)
+    try:
+        for turn in turns:
+            if env.done:
+                break
+            await env.step(turn)
+        return env
+    finally:
+        await env.close()

@@ -29,7 +29,7 @@ from contracts import ActRequest, AgentBenchDbTask, DbTable, Names, RolloutJob
 from services.runner.main import build as build_runner
 from services.runner.main import provision_runner
 
-from .support import agentbench_dev_dir
+from .support import agentbench_dev_dir, play
 from .test_realrepo import run_cli
 from .test_shell_runner import policy_service, run_jobs
 
@@ -161,16 +161,7 @@ async def test_a_table_mysql_would_refuse_leaves_the_episode_running(server: Mar
 
 
 async def episode(server: MariaDb, task: AgentBenchDbTask, turns: list[str]) -> DbEnv:
-    host = DbHost(DbRunnerSettings(nats_url=""), server)
-    env = await host.open(task, seed=0, max_steps=8)
-    try:
-        for turn in turns:
-            if env.done:
-                break
-            await env.step(turn)
-        return env
-    finally:
-        await env.close()
+    return await play(DbHost(DbRunnerSettings(nats_url=""), server), task, turns)
 
 
 async def test_reference_solutions_succeed_and_wrong_ones_fail(

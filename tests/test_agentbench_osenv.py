@@ -30,7 +30,7 @@ from contracts import ActRequest, AgentBenchOsTask, Names, RolloutJob
 from services.runner.main import build as build_runner
 from services.runner.main import provision_runner
 
-from .support import agentbench_dev_dir
+from .support import agentbench_dev_dir, play
 from .test_realrepo import run_cli
 from .test_shell_runner import policy_service, run_jobs
 
@@ -211,6 +211,8 @@ def test_the_shell_keeps_its_state_and_reads_like_agentbench(machine: Machine) -
     assert time.monotonic() - started < 5
     shell.run("\x04")  # end of input for cat
     assert shell.run("echo back") == "back\n"
+    os.write(shell.master, b"\n\n\n")  # prompts the shell prints around the next command
+    assert shell.run("echo still") == "still\n"  # only a prompt after its echo ends it
     flood = shell.run("yes", hard_s=3.0)
     assert flood.startswith("y\ny\n")
     assert shell.run("echo after the flood").endswith("after the flood\n")
@@ -220,15 +222,7 @@ def test_the_shell_keeps_its_state_and_reads_like_agentbench(machine: Machine) -
 
 
 async def episode(host: OsHost, task: AgentBenchOsTask, turns: list[str]) -> OsEnv:
-    env = await host.open(task, seed=0, max_steps=8)
-    try:
-        for turn in turns:
-            if env.done:
-                break
-            await env.step(turn)
-        return env
-    finally:
-        await env.close()
+    return await play(host, task, turns)
 
 
 async def test_references_succeed_and_wrong_answers_fail(

@@ -233,6 +233,18 @@ def _images_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_progress(console: Any, bench: str, tasks: list[Any], verify: Any) -> list[Any]:
+    """``verify(tasks, progress=...)`` under a status line counting the tasks done."""
+    with console.status(f"verifying {len(tasks)} {bench} tasks") as status:
+        done: list[object] = []
+
+        def seen(check: object) -> None:
+            done.append(check)
+            status.update(f"verifying {bench} tasks: {len(done)}/{len(tasks)}")
+
+        return verify(tasks, progress=seen)
+
+
 def _verify_os(args: argparse.Namespace, console: Any) -> list[Any]:
     from ..envs.agentbench.images import ImageMissing, image_root
     from ..envs.agentbench.verify import verify_os
@@ -245,14 +257,7 @@ def _verify_os(args: argparse.Namespace, console: Any) -> list[Any]:
             image_root(image)
     except ImageMissing as exc:
         raise CliError(str(exc)) from None
-    with console.status(f"verifying {len(tasks)} OS tasks") as status:
-        done: list[object] = []
-
-        def seen(_check: object) -> None:
-            done.append(_check)
-            status.update(f"verifying OS tasks: {len(done)}/{len(tasks)}")
-
-        return verify_os(tasks, progress=seen)
+    return _with_progress(console, "OS", tasks, verify_os)
 
 
 def _verify_db(args: argparse.Namespace, console: Any) -> list[Any]:
@@ -261,14 +266,7 @@ def _verify_db(args: argparse.Namespace, console: Any) -> list[Any]:
 
     tasks = _db_tasks(args)
     try:
-        with console.status(f"verifying {len(tasks)} DB tasks") as status:
-            done: list[object] = []
-
-            def seen(_check: object) -> None:
-                done.append(_check)
-                status.update(f"verifying DB tasks: {len(done)}/{len(tasks)}")
-
-            return verify_db(tasks, progress=seen)
+        return _with_progress(console, "DB", tasks, verify_db)
     except MariaDbError as exc:
         raise CliError(str(exc)) from None
 

@@ -19,6 +19,7 @@ from contracts import AgentBenchDbTask
 from ...state.tasks import TaskKind
 from ..base import EnvResult, EnvSpec
 from ..runner import RunnerSettings
+from .conversation import Conversation
 from .db import (
     INSTRUCTIONS,
     MAX_ROUNDS,
@@ -63,35 +64,20 @@ def judge_db(task: AgentBenchDbTask, answer: str, table_hash: str) -> bool:
     return judge_answer(answer, task.label)
 
 
-class DbEnv:
+class DbEnv(Conversation):
     """One episode of one task (its database made by :meth:`DbHost.open`)."""
 
     def __init__(
         self, task: AgentBenchDbTask, db: EpisodeDb, *, max_steps: int, chars: int
     ) -> None:
+        super().__init__([INSTRUCTIONS, question(task)], chars)
         self.task = task
         self.db = db
         self.max_steps = max_steps
-        self.chars = chars
-        self.turns: list[str] = [INSTRUCTIONS, question(task)]
         self.rounds = 0
         self.steps = 0
         self.answer: str | None = None
-        self.verdict: bool | None = None
         self.table_hash = ""
-
-    @property
-    def observation(self) -> str:
-        text = "\n\n".join(self.turns)
-        return text if len(text) <= self.chars else "[...]\n" + text[-self.chars :]
-
-    @property
-    def candidates(self) -> list[str]:
-        return []
-
-    @property
-    def done(self) -> bool:
-        return self.verdict is not None
 
     async def step(self, action: str) -> None:
         if self.done:

@@ -246,10 +246,11 @@ class Machine:
             raise MachineError(f"not a root filesystem: {self.image}")
         name = f"aios-os-{self.hostname}"
         self._run = Path(tempfile.mkdtemp(prefix=f"{name}-"))
-        self.cgroup = _Cgroup.make(name, self.limits)
+        self.cgroup = _Cgroup.make(self._run.name, self.limits)  # unique, as the folder
         read_fd, write_fd = os.pipe()
-        # A helper makes the user and mount namespaces, the host writes the full uid map, then
-        # root of the namespace sets the machine up (_SETUP).
+        # Host root mounts the root filesystem in a private mount namespace (_MOUNT); a helper
+        # makes the user namespace, the host writes its full uid map, then root of that
+        # namespace makes the rest (_BWRAP).
         bwrap = [
             "/bin/sh",
             "-c",
@@ -484,7 +485,17 @@ _PS1 = re.compile(
 )
 """A prompt of the images' bash: the xterm title, then ``user@host:dir# `` (what AgentBench's
 reader looks for), at the end of what the terminal printed."""
+_PS1_ANYWHERE = re.compile(
+    rb"(?:\x1b\[\?2004h)?\x1b\][^\x07]*\x07[^\x1b\n]*[#$] (?:\x1b\[[0-9;]*[A-Za-z])*"
+)
 _PS2 = re.compile(rb"(?:\n|\x1b\[\?2004h)> $")
+
+
+def _echo_of(typed: bytes) -> bytes:
+    """What the terminal echoes of a typed line, when that is knowable: the line itself unless
+    it holds control characters (readline completes on a tab, edits on others): then nothing."""
+    line = typed.rstrip()
+    return b"" if any(b < 0x20 or b == 0x7F for b in line) else line
 
 
 class Shell:
@@ -514,9 +525,11 @@ class Shell:
         if not _PS1.search(self.greeting):
             raise MachineError(f"the shell did not prompt: {self.greeting[-200:]!r}")
 
-    def _read(self, *, last: bool, hard_s: float) -> bytes:
+    def _read(self, *, last: bool, hard_s: float, echo: bytes = b"") -> bytes:
         """Read until a prompt ends the output (the secondary ``> `` too unless ``last``), the
-        shell is quiet for :attr:`idle_timeout_s`, or ``hard_s`` passes (then Ctrl-C)."""
+        shell is quiet for :attr:`idle_timeout_s`, or ``hard_s`` passes (then Ctrl-C). With
+        ``echo`` (the line just typed), only a prompt after its echo counts: one the shell
+        printed before reading the line (a late prompt of an earlier command) does not."""
         deadline = time.monotonic() + hard_s
         buf = b""
         while True:
@@ -538,7 +551,11 @@ class Shell:
             if not chunk:
                 return buf
             buf += chunk
-            if _PS1.search(buf) or (not last and _PS2.search(buf)):
+            seen = buf.find(echo) if echo else 0
+            if seen == -1:
+                continue  # the line is not read yet: whatever prompt is there came before it
+            tail = buf[seen + len(echo) :]
+            if _PS1.search(tail) or (not last and _PS2.search(tail)):
                 return buf
 
     def _interrupt(self) -> None:
@@ -568,18 +585,41 @@ class Shell:
         that keeps the shell busy (or reads the terminal) is left after :attr:`idle_timeout_s`
         of silence, as AgentBench leaves it; one that runs past ``hard_s`` gets Ctrl-C."""
         deadline = time.monotonic() + hard_s
+        stale = self._pending()
         lines = command.split("\n")
         raw = b""
         for n, line in enumerate(lines):
-            os.write(self.master, line.encode() + b"\n")
+            typed = line.encode()
+            os.write(self.master, typed + b"\n")
             left = max(0.1, deadline - time.monotonic())
-            raw += self._read(last=n == len(lines) - 1, hard_s=left)
+            raw += self._read(last=n == len(lines) - 1, hard_s=left, echo=_echo_of(typed))
         prompt = _PS1.search(raw)
         if prompt is not None:
             raw = raw[: prompt.start()]
+        # What the terminal printed before this command's echo (a background job's output, a
+        # late prompt): kept, without prompts; the echo of the first line dropped (AgentBench's
+        # reader drops it too).
+        first = _echo_of(lines[0].encode())
+        at = raw.find(first) if first else -1
+        if at != -1:
+            stale, raw = stale + raw[:at], raw[at:]
+        before = clean_terminal(_PS1_ANYWHERE.sub(b"", stale).decode("utf-8", errors="replace"))
         text = clean_terminal(raw.decode("utf-8", errors="replace"))
         _, _, rest = text.partition("\n")
-        return rest
+        return before.lstrip("\n") + rest
+
+    def _pending(self) -> bytes:
+        """What the terminal printed since the last read (nothing waited for)."""
+        out = b""
+        while select.select([self.master], [], [], 0)[0]:
+            try:
+                chunk = os.read(self.master, 65536)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -28,6 +28,7 @@ from contracts import AgentBenchOsTask, OsScript
 from ...state.tasks import TaskKind
 from ..base import EnvResult, EnvSpec
 from ..runner import RunnerSettings
+from .conversation import Conversation
 from .images import image_root
 from .machine import Machine, MachineLimits, Shell
 from .os import (
@@ -67,7 +68,7 @@ class OsRunnerSettings(RunnerSettings):
     """Longest one turn's commands, or one init or check script, may run."""
 
 
-class OsEnv:
+class OsEnv(Conversation):
     """One episode of one task on its machine (made by :meth:`OsHost.open`)."""
 
     def __init__(
@@ -81,31 +82,16 @@ class OsEnv:
         timeout_s: float,
         notes: dict[str, str],
     ) -> None:
+        super().__init__([INSTRUCTIONS, problem(task)], chars)
         self.task = task
         self.machine = machine
         self.shell = shell
         self.max_steps = max_steps
-        self.chars = chars
         self.timeout_s = timeout_s
         self.notes = notes
-        self.turns: list[str] = [INSTRUCTIONS, problem(task)]
         self.rounds = 0
         self.answer: str | None = None
-        self.verdict: bool | None = None
         self.ending = ""
-
-    @property
-    def observation(self) -> str:
-        text = "\n\n".join(self.turns)
-        return text if len(text) <= self.chars else "[...]\n" + text[-self.chars :]
-
-    @property
-    def candidates(self) -> list[str]:
-        return []
-
-    @property
-    def done(self) -> bool:
-        return self.verdict is not None
 
     async def step(self, action: str) -> None:
         if self.done:
@@ -148,7 +134,9 @@ class OsEnv:
 
     def result(self) -> EnvResult:
         assert self.verdict is not None, "result() before the episode ended"
+        peak = self.machine.cgroup.memory_peak() if self.machine.cgroup else 0
         info = {
+            **({"memory_peak_mb": str(peak >> 20)} if peak else {}),
             "rounds": str(self.rounds),
             "ending": self.ending,
             "answer": (self.answer or "")[:300],
