@@ -391,18 +391,15 @@ def test_verify_and_import_clis_on_the_fixture(
     assert len(asyncio.run(stored())) == 5
 
 
-def test_agentbench_eval_cli_on_an_embedded_stack(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], image: Path
-) -> None:
-    """``aios-rl agentbench eval`` starts a stack with the environment's runner and an hf
-    student from a model directory, and evaluates it on imported tasks; a tiny student is
-    refused in one line."""
+@pytest.fixture(scope="module")
+def text_student(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random GPT-2 with room for a conversation, saved as a model directory."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from .test_student_hf import make_tokenizer
 
     tok = make_tokenizer()
-    model = tmp_path / "model"
+    model = tmp_path_factory.mktemp("model")
     GPT2LMHeadModel(
         GPT2Config(
             n_positions=4096, n_embd=32, n_layer=2, n_head=2, vocab_size=len(tok),
@@ -411,18 +408,37 @@ def test_agentbench_eval_cli_on_an_embedded_stack(
         )
     ).save_pretrained(model)  # fmt: skip
     tok.save_pretrained(model)
+    return model
+
+
+def test_agentbench_eval_and_train_clis_on_an_embedded_stack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], image: Path, text_student: Path
+) -> None:
+    """``aios-rl agentbench eval`` and ``train`` start a stack with the environment's runner and
+    an hf student from a model directory, on imported tasks; a tiny student is refused."""
     shutil.copytree(FIXTURE, tmp_path / "data" / "os_interaction")
     store = ["--store", str(tmp_path / "store"), "--nats-url", "nats://127.0.0.1:1"]
     argv = ["agentbench", "import", "--env", "os", "--dir", str(tmp_path / "data")]
     assert run_cli([*argv, "--split", "mini", *store]) == 0
     capsys.readouterr()
+    hf = ["--student", "hf", "--model-path", str(text_student)]
     argv = ["agentbench", "eval", "--env", "os", "--split", "mini", "--limit", "2", *store]
-    assert run_cli([*argv, "--student", "hf", "--model-path", str(model), "--json"]) == 0
+    assert run_cli([*argv, *hf, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["environment"] == "agentbench_os" and doc["episodes"] == 2
     assert set(doc["endings"]) <= {"invalid action", "round limit", "answer", "finish"}
+    argv = ["agentbench", "train", "--env", "os", "--split", "mini", "--epochs", "1"]
+    argv += ["--tasks-per-epoch", "2", "--group-size", "2", "--heldout", "2", *store, "--json"]
+    assert run_cli(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["end"] == "finished"
+    assert doc["spec"]["environments"] == {"agentbench_os": 1.0} and doc["spec"]["split"] == "mini"
+    assert doc["before"]["episodes"] == 2 and doc["after"]["episodes"] == 2
+    assert doc["records"] and doc["records"][0]["epoch"] == 0
     assert run_cli(["agentbench", "eval", "--student", "tiny", *store]) == 2
     assert "invalid choice: 'tiny'" in capsys.readouterr().err
+    assert run_cli(["agentbench", "train", "--student", "tiny", *store]) == 1
+    assert "cannot write text" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(

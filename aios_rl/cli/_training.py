@@ -145,6 +145,10 @@ def embedded_options(args: argparse.Namespace) -> dict[str, object]:
     return {"service_args": args_of, "scale": scale}
 
 
+IMPORTED = frozenset({"agentbench_db", "agentbench_os"})
+"""Environments whose tasks are only imported (AgentBench's): any split name, never generated."""
+
+
 def campaign_spec(
     args: argparse.Namespace,
     campaign_id: str,
@@ -155,7 +159,7 @@ def campaign_spec(
     """The campaign the training options describe. Raises ``CliError`` for a strategy that
     cannot be planned or a split an environment does not have."""
     split = getattr(args, "split", "train")
-    if split != "train" and set(environments) != {"shell"}:
+    if split != "train" and set(environments) != {"shell"} and not set(environments) <= IMPORTED:
         raise CliError(f"--split {split} is for shell tasks only")
     return CampaignSpec(
         campaign_id=campaign_id,
@@ -186,6 +190,20 @@ async def apply_teacher(bus: Bus, teacher: str | None) -> None:
         lambda s: msgspec.structs.replace(s, backend=teacher),  # type: ignore[type-var]
         init=GatewaySettings,
     )
+
+
+async def check_text_student(bus: Bus, checkpoint_id: str) -> None:
+    """Raise ``CliError`` unless ``checkpoint_id``'s student writes text (the AgentBench
+    environments offer no actions to choose among)."""
+    from ..student import TEXT_BACKENDS
+
+    backend = (await CheckpointRegistry(bus).meta(checkpoint_id)).backend
+    if backend not in TEXT_BACKENDS:
+        raise CliError(
+            f"checkpoint {checkpoint_id[:12]} is a {backend} student, which chooses among "
+            "offered actions; AgentBench episodes offer none: use a store whose student writes "
+            "text (a new store with --student hf --model-path DIR)"
+        )
 
 
 async def check_store_student(bus: Bus, checkpoint_id: str, student: str | None) -> None:

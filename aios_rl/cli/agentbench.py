@@ -36,6 +36,7 @@ from ._common import (
     positive,
     read_state,
     store_arg,
+    training_args,
     url,
 )
 
@@ -108,6 +109,24 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     insecure_arg(ev)
     bus_args(ev)
     ev.set_defaults(run=_eval)
+
+    train = sub.add_parser(
+        "train",
+        help="train a text student on imported AgentBench tasks: a campaign with held-out "
+        "scores before and after (--student hf --model-path DIR for a new store)",
+    )
+    train.add_argument("--env", choices=("db", "os"), default="os", help="which bench (os)")
+    training_args(train, epochs=3, train_tasks=100, heldout=30, tasks_per_epoch=8, splits=("dev",))
+    train.add_argument("--split", default="dev", help="the imported split to train on (dev)")
+    train.add_argument(
+        "--heldout-split",
+        default=None,
+        help="the imported split scored before and after (default: the training split, which "
+        "is then not held out)",
+    )
+    train.add_argument("--campaign-id", help="campaign id (default agentbench_<env>-<time>)")
+    bus_args(train)
+    train.set_defaults(run=_train)
 
     images = sub.add_parser("images", help="the OS bench's root filesystems: build, list")
     isub = images.add_subparsers(dest="images_command", metavar="ACTION", required=True)
@@ -331,8 +350,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     from ..envs.registry import task_store
     from ..stack.embedded import StackError, stack
-    from ..state.checkpoints import CheckpointRegistry
-    from ._training import check_student, embedded_options
+    from ._training import check_student, check_text_student, embedded_options
     from .shell import _summary_table, evaluate, print_json, resolve
 
     check_student(args)
@@ -358,13 +376,7 @@ def _eval(args: argparse.Namespace) -> int:
                     f"`aios-rl agentbench import --env {args.env} --split {args.split} --dir ...`"
                 )
             checkpoint = await resolve(st.bus, args.checkpoint)
-            backend = (await CheckpointRegistry(st.bus).meta(checkpoint)).backend
-            if backend not in TEXT_BACKENDS:
-                raise CliError(
-                    f"checkpoint {checkpoint[:12]} is a {backend} student, which chooses among "
-                    "offered actions; AgentBench episodes offer none: use a store whose student "
-                    "writes text (a new store with --student hf --model-path DIR)"
-                )
+            await check_text_student(st.bus, checkpoint)
             summary, episodes = await evaluate(
                 st.bus,
                 checkpoint,
@@ -401,5 +413,20 @@ def _eval(args: argparse.Namespace) -> int:
 
     try:
         return asyncio.run(main())
+    except (StackError, TimeoutError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def _train(args: argparse.Namespace) -> int:
+    from ..stack.embedded import StackError
+    from .shell import run_shell_train
+
+    args.environment = f"agentbench_{args.env}"
+    args.heldout_split = args.heldout_split or args.split
+    if args.student is not None and args.student not in TEXT_BACKENDS:
+        raise CliError(f"--student {args.student} cannot write text: AgentBench needs hf")
+    args.nats_url = url(args)
+    try:
+        return run_shell_train(args)
     except (StackError, TimeoutError) as exc:
         raise CliError(str(exc)) from None

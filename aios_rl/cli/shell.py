@@ -44,11 +44,13 @@ from ._common import (
     url,
 )
 from ._training import (
+    IMPORTED,
     apply_teacher,
     campaign_spec,
     check_store_student,
     check_student,
     check_teacher,
+    check_text_student,
     embedded_options,
     teacher_needs,
 )
@@ -166,6 +168,20 @@ async def ensure_tasks(
     bus: Bus, split: str, count: int, console: Console, *, seed: int = 0, env: str = "shell"
 ) -> list[str]:
     """The first ``count`` task ids of ``split``, generating and storing what is missing."""
+    if env in IMPORTED:  # AgentBench's tasks: what was imported, never generated
+        from ..envs.registry import task_store
+
+        ids = await task_store(bus, env).list(split)
+        if not ids:
+            raise CliError(
+                f"no {env} tasks in split {split}: store them first with `aios-rl agentbench "
+                f"import --env {env.removeprefix('agentbench_')} --split {split} --dir ...`"
+            )
+        if len(ids) < count:
+            console.print(
+                f"{split}: using the {len(ids)} imported {env} tasks there ({count} asked)"
+            )
+        return ids[:count]
     if env != "shell":
         from ..envs.registry import task_store
 
@@ -318,6 +334,7 @@ def print_json(doc: object) -> None:
 def _stack(args: argparse.Namespace, console: Console, needs: set[str]):  # type: ignore[no-untyped-def]
     """The stack a command runs against (``--nats-url``'s, else the store's): with the
     services the training options ask for (``--student``, ``--teacher``)."""
+    env = getattr(args, "environment", "shell")
     return stack(
         args.nats_url,
         namespace=args.namespace,
@@ -325,6 +342,7 @@ def _stack(args: argparse.Namespace, console: Console, needs: set[str]):  # type
         insecure=args.insecure,
         needs=needs | teacher_needs(args),
         echo=console.print,
+        environments=(env,) if env in IMPORTED else (),
         **embedded_options(args),  # type: ignore[arg-type]
     )
 
@@ -401,13 +419,17 @@ async def train_and_report(
     env = getattr(args, "environment", "shell")
     spec = campaign_spec(args, campaign_id, {env: 1.0})
     await ensure_tasks(bus, spec.split, args.train_tasks, console, seed=args.seed, env=env)
-    heldout_split = "heldout"
+    heldout_split = getattr(args, "heldout_split", None) or "heldout"
+    if heldout_split == spec.split:
+        console.print(f"held-out scores on {spec.split}, the training split: they are not held out")
     if env == "shell" and spec.split == "real" and await ShellTaskStore(bus).list("real-heldout"):
         heldout_split = "real-heldout"  # mined tasks held out by commit: the score that matters
         console.print("held-out scores on real-heldout (tasks mined from the same history)")
     heldout = await ensure_tasks(bus, heldout_split, args.heldout, console, seed=args.seed, env=env)
     initial = await active_checkpoint(bus, 120)
     await check_store_student(bus, initial, args.student)
+    if env in IMPORTED:
+        await check_text_student(bus, initial)
     await apply_teacher(bus, args.teacher)
     before, _ = await evaluate(
         bus, initial, heldout, console, split=heldout_split, label="held-out, before", env=env
