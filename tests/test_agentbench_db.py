@@ -229,33 +229,14 @@ async def test_hf_student_episodes_through_the_runner(
 ) -> None:
     """The hf student (a tiny random model, as its own tests make it) writes every turn: the
     episodes run to the end and are judged (a random model fails them)."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from .test_student_hf import text_policy
 
-    from aios_rl.student import Decision, HFConfig, HFStudent, Regime
-
-    from .test_student_hf import make_tokenizer
-
-    tok = make_tokenizer()
-    torch.manual_seed(0)
-    lm = GPT2LMHeadModel(  # as the hf student's tests make it, with room for a conversation
-        GPT2Config(
-            n_positions=4096, n_embd=32, n_layer=2, n_head=2, vocab_size=len(tok),
-            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id,
-        )
-    )  # fmt: skip
-    model = HFStudent(lm, tok, HFConfig(max_new_tokens=12))
     await provision_runner(bus, registry.get("agentbench_db"))
     store = registry.task_store(bus, "agentbench_db")
     chosen = [tasks["counting"], tasks["UPDATE"]]
     await store.put_all(chosen)
     seen: list[ActRequest] = []
-
-    def write(req: ActRequest) -> str:
-        seen.append(req)
-        (out,) = model.act([Decision(req.observation, (), seed=req.step)], Regime(1.0))
-        return out.action
+    write = text_policy(seen)
 
     runner, _ = build_runner(
         bus,

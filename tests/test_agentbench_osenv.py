@@ -310,33 +310,14 @@ async def test_hf_student_os_episodes_through_the_runner(
 ) -> None:
     """The hf student (a tiny random model) writes every turn: the episodes run and are
     judged (a random model's text is an invalid action, or runs out of rounds)."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from .test_student_hf import text_policy
 
-    from aios_rl.student import Decision, HFConfig, HFStudent, Regime
-
-    from .test_student_hf import make_tokenizer
-
-    tok = make_tokenizer()
-    torch.manual_seed(0)
-    lm = GPT2LMHeadModel(
-        GPT2Config(
-            n_positions=4096, n_embd=32, n_layer=2, n_head=2, vocab_size=len(tok),
-            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id,
-        )
-    )  # fmt: skip
-    model = HFStudent(lm, tok, HFConfig(max_new_tokens=12))
     spec = registry.get("agentbench_os")
     await provision_runner(bus, spec)
     chosen = [tasks["users"], tasks["secret"]]
     await registry.task_store(bus, "agentbench_os").put_all(chosen)
     seen: list[ActRequest] = []
-
-    def write(req: ActRequest) -> str:
-        seen.append(req)
-        (out,) = model.act([Decision(req.observation, (), seed=req.step)], Regime(1.0))
-        return out.action
+    write = text_policy(seen)
 
     runner, _ = build_runner(
         bus, spec, OsRunnerSettings(nats_url="", namespace=names.namespace, observation_chars=2500)
@@ -394,19 +375,11 @@ def test_verify_and_import_clis_on_the_fixture(
 @pytest.fixture(scope="module")
 def text_student(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random GPT-2 with room for a conversation, saved as a model directory."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from .test_student_hf import make_tokenizer
+    from .test_student_hf import conversation_lm, make_tokenizer
 
     tok = make_tokenizer()
     model = tmp_path_factory.mktemp("model")
-    GPT2LMHeadModel(
-        GPT2Config(
-            n_positions=4096, n_embd=32, n_layer=2, n_head=2, vocab_size=len(tok),
-            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id,
-        )
-    ).save_pretrained(model)  # fmt: skip
+    conversation_lm(tok).save_pretrained(model)
     tok.save_pretrained(model)
     return model
 

@@ -84,6 +84,36 @@ def make_tokenizer():
     )
 
 
+def conversation_lm(tokenizer, seed: int = 0):
+    """:func:`tiny_lm` with room for a conversation (4096 positions): AgentBench's episodes."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(
+        GPT2Config(
+            n_positions=4096, n_embd=32, n_layer=2, n_head=2, vocab_size=len(tokenizer),
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    )  # fmt: skip
+
+
+def text_policy(seen: list):  # type: ignore[no-untyped-def]
+    """A policy answer function (tests' ``policy_service``) in which the hf student, a tiny
+    random :func:`conversation_lm`, writes every turn as free text; requests land in ``seen``."""
+    from aios_rl.student import Decision, HFConfig, HFStudent, Regime
+
+    tok = make_tokenizer()
+    model = HFStudent(conversation_lm(tok), tok, HFConfig(max_new_tokens=12))
+
+    def write(req):  # type: ignore[no-untyped-def]
+        seen.append(req)
+        (out,) = model.act([Decision(req.observation, (), seed=req.step)], Regime(1.0))
+        return out.action
+
+    return write
+
+
 def tiny_lm(tokenizer, arch: str = "gpt2", seed: int = 0):
     """A 2-layer causal LM of width 32, randomly initialised from ``seed``."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
