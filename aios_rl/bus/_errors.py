@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from nats.micro.service import ServiceError
 
+from aios_rl.errors import AiosError
+
 __all__ = [
     "BusError",
     "ConnectError",
@@ -16,7 +18,7 @@ __all__ = [
 ]
 
 
-class BusError(Exception):
+class BusError(AiosError):
     """Root of every error the bus kit raises."""
 
 

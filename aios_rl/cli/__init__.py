@@ -8,7 +8,8 @@ Every command that needs a bus takes ``--nats-url`` (default ``$NATS_URL``, else
 ``nats://127.0.0.1:4222``) and ``--namespace`` (default ``$AIOS_NAMESPACE``). The commands that
 train, evaluate or read the user's work also take ``--store`` (default ``$AIOS_STORE``, else
 ``.aios/stack``): with no server at the URL they run on that one store (``stack.embedded``). A
-bad argument or an unreachable server gives a one-line message and a non-zero exit, never a
+bad argument, an unreachable server or any other error aios-rl raises (an ``AiosError``: the bus
+kit's, the state room's, the stack's, ...) gives a one-line message and a non-zero exit, never a
 traceback.
 """
 
@@ -21,9 +22,8 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .. import __version__
-from ..bus import BusError, configure_logging
-from ..stack.embedded import StackError
-from ..stack.natsd import NatsServerError
+from ..bus import configure_logging
+from ..errors import AiosError
 from ..stack.supervisor import PlanError
 from . import (
     agentbench,
@@ -44,7 +44,7 @@ from . import (
     tap,
     up,
 )
-from ._common import CliError, use_credentials
+from ._common import use_credentials
 
 __all__ = ["build_parser", "main"]
 
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = args.run(args)
     except (PlanError, ValueError) as exc:
         parser.exit(2, f"aios-rl {args.command}: error: {exc}\n")
-    except (CliError, BusError, NatsServerError, StackError) as exc:
+    except AiosError as exc:  # CliError, BusError, StateError, StackError, ...: one line
         parser.exit(1, f"aios-rl {args.command}: error: {exc}\n")
     except KeyboardInterrupt:  # the embedded stack, if any, was stopped on the way out
         parser.exit(130, f"aios-rl {args.command}: interrupted\n")

@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
+from aios_rl.errors import AiosError
 from aios_rl.rollouts import STRATEGIES
 from aios_rl.rollouts import validate as validate_strategy
 from aios_rl.stack.embedded import DEFAULT_STORE, reader
@@ -77,7 +78,7 @@ backends deployed on their own (``ts``: examples/teacher-ts, which the stack doe
 and ``none`` (no teacher)."""
 
 
-class CliError(Exception):
+class CliError(AiosError):
     """An error to show the user as one line."""
 
 

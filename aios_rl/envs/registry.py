@@ -13,6 +13,7 @@ import importlib
 from typing import Any
 
 from aios_rl.bus import Bus
+from aios_rl.errors import AiosError
 
 from ..state.tasks import TaskStore
 from .base import EnvSpec
@@ -31,7 +32,7 @@ _BUILTIN = {
 _SPECS: dict[str, EnvSpec[Any]] = {}
 
 
-class UnknownEnvironmentError(KeyError):
+class UnknownEnvironmentError(AiosError, KeyError):
     """No environment of that name is registered."""
 
     def __str__(self) -> str:

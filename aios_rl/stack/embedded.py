@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from aios_rl.errors import AiosError
 from contracts import Names
 from contracts.subjects import runner_name
 
@@ -64,7 +65,7 @@ DEFAULT_STORE = Path(".aios") / "stack"
 ``AIOS_STORE``)."""
 
 
-class StackError(Exception):
+class StackError(AiosError):
     """The stack is not usable (services missing, nothing trained yet): one line for the user."""
 
 

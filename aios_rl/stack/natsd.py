@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import IO
 
+from aios_rl.errors import AiosError
+
 from ._proc import die_with_parent
 
 __all__ = [
@@ -29,7 +31,7 @@ __all__ = [
 ]
 
 
-class NatsServerError(Exception):
+class NatsServerError(AiosError):
     """The embedded nats-server could not be found, could not start, or did not become ready."""
 
 

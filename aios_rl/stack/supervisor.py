@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from aios_rl.errors import AiosError
+
 from ._proc import die_with_parent
 from .services import SERVICES, ServiceEntry
 
@@ -34,7 +36,7 @@ __all__ = [
 _COLOURS = (36, 32, 33, 35, 34, 91, 92, 93, 94, 95, 96)
 
 
-class PlanError(ValueError):
+class PlanError(AiosError, ValueError):
     """A ``--scale`` or ``--only`` argument names no service, or is malformed."""
 
 

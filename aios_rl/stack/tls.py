@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from aios_rl.errors import AiosError
+
 __all__ = ["TlsError", "TlsFiles", "ensure_tls"]
 
 
-class TlsError(Exception):
+class TlsError(AiosError):
     """The certificates could not be made (no ``openssl``, or it failed)."""
 
 

@@ -4,7 +4,8 @@
 Every store of the room (checkpoints, control, ledger, tasks, ...) has its own root class and
 subclasses that are also one of the four kinds below, so a caller can catch "the state is
 unavailable" without knowing which store said it, and a store's tests can still name its own
-class::
+class. ``StateError`` is an :class:`aios_rl.errors.AiosError`, the root of every package's
+errors::
 
     StateError
     ├── NotFoundError      the key, object or id is not stored
@@ -14,6 +15,8 @@ class::
 """
 
 from __future__ import annotations
+
+from aios_rl.errors import AiosError
 
 __all__ = [
     "ContentionError",
@@ -25,7 +28,7 @@ __all__ = [
 ]
 
 
-class StateError(Exception):
+class StateError(AiosError):
     """Root of every error the state room raises."""
 
 

@@ -20,6 +20,8 @@ import hashlib
 
 from nats.js import JetStreamContext
 
+from aios_rl.errors import AiosError
+
 __all__ = ["ObjectReadError", "read_object"]
 
 _STREAM = "OBJ_{bucket}"
@@ -28,7 +30,7 @@ _WINDOW = 16
 """Chunks asked for at once while they are contiguous."""
 
 
-class ObjectReadError(Exception):
+class ObjectReadError(AiosError):
     """The object's chunks do not add up to its recorded size or digest."""
 
 

@@ -17,6 +17,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from aios_rl.errors import AiosError
+
 __all__ = [
     "ActOutput",
     "Decision",
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 
-class StudentError(Exception):
+class StudentError(AiosError):
     """Root of the student package's errors (bad input, unloadable weights)."""
 
 

@@ -70,6 +70,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal, NamedTuple, get_args
 
+from aios_rl.errors import AiosError
 from contracts import TeacherHint, TeacherSignal, TeacherVerdict
 
 __all__ = [
@@ -118,7 +119,7 @@ SCORE_SLACK = 1e-6
 """A score this little outside [-1, 1] is rounding and is clamped; further out is rejected."""
 
 
-class VerdictError(ValueError):
+class VerdictError(AiosError, ValueError):
     """A JSON object that claims to be a verdict but breaks its form (says which rule)."""
 
 

@@ -36,6 +36,7 @@ from aios_rl.envs.browser.flows import (
     slug,
     validate_field,
 )
+from aios_rl.errors import AiosError
 from contracts import BrowserTask
 
 __all__ = [
@@ -89,7 +90,7 @@ def safe_path(path: str) -> str:
 # -- sessions -------------------------------------------------------------------------------------
 
 
-class SessionLimitError(Exception):
+class SessionLimitError(AiosError):
     """Every session slot is taken by a live session."""
 
 

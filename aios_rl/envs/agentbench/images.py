@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from aios_rl.errors import AiosError
+
 __all__ = [
     "IMAGES",
     "UID_BASE",
@@ -59,7 +61,7 @@ _BASE = ("python3", "python3-pip", "git", "vim", "curl", "wget", "unzip", "zip",
 _OFFLINE = ("sudo", "bc", "jq", "less", "psmisc", "net-tools", "file", "lsof", "cron", "acl")
 
 
-class ImageMissing(Exception):
+class ImageMissing(AiosError):
     """The image a task names is not built (or not known)."""
 
 

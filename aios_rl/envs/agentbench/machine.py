@@ -52,6 +52,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from aios_rl.errors import AiosError
+
 from .images import UID_BASE, UID_COUNT
 
 __all__ = [
@@ -67,7 +69,7 @@ ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-class MachineError(Exception):
+class MachineError(AiosError):
     """The machine could not be made or entered."""
 
 

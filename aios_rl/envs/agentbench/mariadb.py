@@ -24,13 +24,15 @@ from pathlib import Path
 
 import pymysql
 
+from aios_rl.errors import AiosError
+
 __all__ = ["EpisodeDb", "MariaDb", "MariaDbError", "MariaDbUnavailable", "reply_text"]
 
 GROUP_CONCAT_MAX_LEN = 1024
 """MySQL's default: AgentBench's hashes were computed with it."""
 
 
-class MariaDbError(RuntimeError):
+class MariaDbError(AiosError, RuntimeError):
     """The server failed to start or to answer."""
 
 

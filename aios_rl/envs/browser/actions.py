@@ -33,6 +33,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from aios_rl.errors import AiosError
+
 __all__ = [
     "GLOBAL_ACTIONS",
     "Action",
@@ -74,7 +76,7 @@ MAX_LINES = 160
 """Most element lines of an observation (the rest is summarised as a count)."""
 
 
-class InvalidAction(ValueError):
+class InvalidAction(AiosError, ValueError):
     """An action that is not in the language, or names no element of the page."""
 
 

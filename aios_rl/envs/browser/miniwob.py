@@ -113,6 +113,7 @@ import miniwob
 from playwright.async_api import ElementHandle, Page
 from playwright.async_api import Error as PlaywrightError
 
+from aios_rl.errors import AiosError
 from contracts import Outcome
 
 __all__ = [
@@ -182,7 +183,7 @@ _ACTION_TIMEOUT_MS = 5_000
 """Playwright's own wait for an element to be visible, stable, enabled and unobscured."""
 
 
-class MiniwobError(Exception):
+class MiniwobError(AiosError):
     """Root of this module's errors."""
 
 

@@ -36,6 +36,7 @@ from typing import Literal
 
 import msgspec
 
+from aios_rl.errors import AiosError
 from contracts import LoggedDecision, OrchestratorTask
 
 from .sim import DECISIONS, normalise
@@ -44,7 +45,7 @@ from .tasks import split_of_combination, with_id
 __all__ = ["LogEntry", "LogFormatError", "parse_lines", "read_file"]
 
 
-class LogFormatError(ValueError):
+class LogFormatError(AiosError, ValueError):
     """A line of the file is not a valid entry; the message names the line."""
 
 

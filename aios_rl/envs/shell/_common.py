@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
+from aios_rl.errors import AiosError
+
 __all__ = ["GenerationError", "Progress", "deal"]
 
 T = TypeVar("T")
@@ -15,7 +17,7 @@ Progress = Callable[[str], None]
 """Called with a line of progress text as generation goes."""
 
 
-class GenerationError(RuntimeError):
+class GenerationError(AiosError, RuntimeError):
     """Not enough candidates passed verification, or an original module fails its own tests."""
 
 

@@ -69,6 +69,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from aios_rl.errors import AiosError
 from contracts import CandidateEdit, Outcome, ShellTask
 
 from .pyparse import parse
@@ -181,7 +182,7 @@ def reward_of(
 # -- reading and writing an untrusted directory ----------------------------------------------------
 
 
-class UnsafePath(OSError):
+class UnsafePath(AiosError, OSError):
     """A path in the task directory is a symlink, not a regular file, too big, or escapes."""
 
 

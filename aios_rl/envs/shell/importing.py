@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aios_rl.errors import AiosError
 from contracts import GroundTruth, KnownFix, ShellTask
 
 from .assemble import failure_reasons, statement
@@ -68,7 +69,7 @@ __all__ = [
 Progress = Callable[[str], None]
 
 
-class RejectedTask(ValueError):
+class RejectedTask(AiosError, ValueError):
     """The tree does not make a task (the message says why, in one line)."""
 
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from aios_rl.errors import AiosError
 from contracts import GroundTruth
 
 from .pyparse import parse
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 
-class MutationError(ValueError):
+class MutationError(AiosError, ValueError):
     """A site does not make a valid, different module (it does not parse, or changes nothing)."""
 
 

@@ -26,6 +26,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from aios_rl.errors import AiosError
+
 from .verify import materialize
 
 __all__ = [
@@ -75,7 +77,7 @@ IGNORED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".o", ".a", ".dylib", ".whl",
 """Files never snapshotted."""
 
 
-class SnapshotError(ValueError):
+class SnapshotError(AiosError, ValueError):
     """The tree cannot become a task: a limit, a symlink out of it, no such commit, not git."""
 
 

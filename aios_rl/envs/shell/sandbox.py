@@ -117,6 +117,8 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
+from aios_rl.errors import AiosError
+
 __all__ = [
     "ALLOW_UNSANDBOXED_ENV",
     "SAMPLE_INTERVAL_S",
@@ -159,7 +161,7 @@ _log = structlog.get_logger()
 # -- errors ---------------------------------------------------------------------------------------
 
 
-class SandboxError(Exception):
+class SandboxError(AiosError):
     """Root of every error this module raises."""
 
 

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from aios_rl.errors import AiosError
 from contracts import CandidateEdit, ShellTask
 
 from .sandbox import LocalExecutor, SandboxConfig
@@ -54,7 +55,7 @@ FILE_SIZE_LIMIT = 64 << 20
 """Largest file a test process may write."""
 
 
-class EditError(ValueError):
+class EditError(AiosError, ValueError):
     """An edit does not apply: its ``old`` text does not occur exactly once in its file."""
 
 
