@@ -97,9 +97,8 @@ def worker(workload: str, threads: int, interop: int, repeats: int, samples: int
     if workload == "trainer":
         from aios_rl.student import load_student
         from aios_rl.student.toytask import ToyTask
-        from aios_rl.student.train import build_batch, update
+        from aios_rl.student.train import build_batch, update, update_config
         from contracts import TrainerSettings
-        from services.trainer.logic import update_config
 
         config = update_config(TrainerSettings(algorithm="grpo"))
         weights = model.to_bytes()

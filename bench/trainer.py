@@ -59,9 +59,8 @@ from aios_rl.bus import Bus
 from aios_rl.state.checkpoints import CheckpointRegistry, checkpoint_id_of
 from aios_rl.student import load_student
 from aios_rl.student.toytask import ToyTask
-from aios_rl.student.train import UpdateConfig, build_batch, update
+from aios_rl.student.train import UpdateConfig, build_batch, update, update_config
 from contracts import Episode, TrainerSettings, TrainerUpdate, TrainerUpdateResult
-from services.trainer.logic import update_config
 
 
 @dataclass(frozen=True)

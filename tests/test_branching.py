@@ -19,6 +19,7 @@ from aios_rl.rollouts import (
     summarize,
     validate,
 )
+from aios_rl.rollouts.epoch import plan_jobs, resample_tasks, round_runs, scheduled_ids
 from contracts import (
     BranchingSettings,
     BranchOrder,
@@ -31,13 +32,7 @@ from contracts import (
     TrajectoryStep,
     job_max_steps,
 )
-from services.campaign.logic import (
-    add_arrival,
-    plan_jobs,
-    resample_tasks,
-    round_runs,
-    scheduled_ids,
-)
+from services.campaign.logic import add_arrival
 
 
 def spec(strategy: str = "entropy", **branching: object) -> CampaignSpec:

@@ -30,6 +30,7 @@ from aios_rl.cli._training import (
     teacher_needs,
 )
 from aios_rl.cli.shell import ensure_tasks
+from aios_rl.rollouts.epoch import sample_tasks
 from aios_rl.stack.auth import prepare
 from aios_rl.stack.natsd import NatsServer, free_port
 from aios_rl.stack.services import SERVICES
@@ -39,7 +40,7 @@ from aios_rl.state.ledger import Ledger
 from aios_rl.state.tasks import task_ids
 from aios_rl.student import load_student, new_student
 from aios_rl.student.toytask import ToyTask
-from aios_rl.student.train import build_batch, update
+from aios_rl.student.train import build_batch, update, update_config
 from contracts import (
     ActRequest,
     ActResponse,
@@ -49,8 +50,6 @@ from contracts import (
     GatewaySettings,
     Names,
 )
-from services.campaign.logic import sample_tasks
-from services.trainer.logic import update_config
 from services.trainer.settings import TrainerServiceSettings
 
 from .support import eventually, running

@@ -1,15 +1,25 @@
 """What the one runner (``services/runner``) is configured with, for every environment, and the
-episode it makes of a job. Pure: no NATS."""
+episode it makes of a job (:func:`run_episode`: the runner service and the in-process kernel,
+:mod:`aios_rl.local`, both run episodes through it). Pure: no NATS connection; the bus kit's
+error classes say which failures are transient."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
-from aios_rl.bus import ServiceSettings
+import msgspec
+
+from aios_rl.bus import NoResponders, RemoteError, RequestTimeout, ServiceSettings, get_logger
+from aios_rl.state.tasks import CorruptTaskError, TaskStoreUnavailableError, UnknownTaskError
 from contracts import Episode, EvidenceRef, Outcome, RolloutJob, Timings, TrajectoryStep
 
-__all__ = ["RunnerSettings", "completed_episode"]
+from .base import EnvironmentHost, EnvResult
+from .loop import Act, StepLimitError, run_steps
+
+__all__ = ["RunnerSettings", "completed_episode", "run_episode", "transient"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,4 +95,96 @@ def completed_episode(
         info=info,
         reference_checkpoint=job.reference_checkpoint,
         evidence=list(evidence or []),
+    )
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a failure is worth running the job again later rather than ending the episode:
+    the policy starting or reloading (a ``503`` reply), no policy answering (no responders, a
+    timeout), the task store unreachable."""
+    if isinstance(exc, RemoteError):
+        return exc.code == "503"
+    return isinstance(exc, (RequestTimeout, NoResponders, TaskStoreUnavailableError))
+
+
+class _PolicyFailed(Exception):
+    """The policy refused or failed a step (not transient): the episode is blocked."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
+
+
+async def run_episode(
+    host: EnvironmentHost[Any],
+    job: RolloutJob,
+    task_of: Callable[[str], Awaitable[Any]],
+    act: Act,
+    *,
+    max_steps: int,
+) -> Episode:
+    """The episode ``job`` makes: its task (``task_of(job.task_id)``) opened on ``host``, the
+    step loop run with ``act`` as the policy (at most ``min(job.max_steps, max_steps)`` steps),
+    the environment's result, or a ``blocked`` episode saying why it could not run: an unknown
+    or corrupt task, a policy that refused a step, no end within the step limit, an environment
+    that crashed or could not set the task up.
+
+    Raises what is :func:`transient` (the job should run again later), so a job is never lost
+    and never half-done."""
+    log = get_logger(episode_id=job.episode_id, campaign_id=job.campaign_id)
+    started = time.time()
+    steps: list[TrajectoryStep] = []
+    info: dict[str, str] = {}
+    checkpoint = job.checkpoint_id
+    result: EnvResult | None = None
+
+    async def policy(req):  # type: ignore[no-untyped-def]
+        try:
+            return await act(req)
+        except Exception as exc:
+            if transient(exc):
+                raise
+            raise _PolicyFailed(exc) from exc
+
+    try:
+        task = await task_of(job.task_id)
+        info = dict(host.task_info(task))
+        limit = max(1, min(job.max_steps, max_steps))
+        env = await host.open(task, seed=job.seed, max_steps=limit)
+        try:
+            checkpoint = await run_steps(env, job, policy, steps, max_steps=limit)
+            result = env.result()
+        finally:
+            await env.close()
+    except _PolicyFailed as exc:
+        log.warning("episode_blocked", error=str(exc))
+        info["error"] = f"policy: {exc}"[:500]
+    except (UnknownTaskError, CorruptTaskError) as exc:
+        log.warning("episode_blocked", error=str(exc))
+        info["error"] = f"task: {exc}"[:500]
+    except StepLimitError as exc:
+        log.warning("episode_blocked", error=str(exc))
+        info["error"] = f"limit: {exc}"[:500]
+    except Exception as exc:
+        if transient(exc):
+            raise
+        # The environment crashed: a blocked episode, the job is done.
+        log.exception("environment_crashed", error=str(exc))
+        info["error"] = f"environment: {type(exc).__name__}: {exc}"[:500]
+    if result is not None:
+        info.update(result.info)
+        outcome, reward, evidence = result.outcome, result.reward, result.evidence
+        if steps:
+            steps[-1] = msgspec.structs.replace(steps[-1], step_reward=reward)
+    else:
+        outcome, reward, evidence = "blocked", 0.0, []
+    return completed_episode(
+        job,
+        checkpoint=checkpoint,
+        trajectory=steps,
+        outcome=outcome,
+        reward=reward,
+        info=info,
+        started=started,
+        evidence=evidence,
     )

@@ -16,7 +16,7 @@ from typing import Literal
 
 import torch
 
-from contracts import Episode
+from contracts import Episode, TrainerSettings
 
 from .base import Decision, StudentBackend, StudentError
 from .losses import (
@@ -28,7 +28,17 @@ from .losses import (
     kl_penalty,
 )
 
-__all__ = ["Batch", "Sample", "UpdateConfig", "build_batch", "update"]
+__all__ = [
+    "Batch",
+    "DivergedError",
+    "EmptyBatchError",
+    "Sample",
+    "UpdateConfig",
+    "build_batch",
+    "train_step",
+    "update",
+    "update_config",
+]
 
 
 @dataclass(frozen=True)
@@ -316,3 +326,64 @@ def update(
     metrics["samples"] = float(n_pol + n_dis + n_neg)
     metrics["policy_samples"] = float(n_pol)
     return metrics
+
+
+def update_config(s: TrainerSettings) -> UpdateConfig:
+    """The update configuration for a campaign's trainer settings."""
+    return UpdateConfig(
+        algorithm=s.algorithm,
+        learning_rate=s.learning_rate,
+        update_epochs=s.update_epochs,
+        minibatch_size=s.minibatch_size,
+        clip_low=s.clip_low,
+        clip_high=s.clip_high,
+        aggregation=s.aggregation,
+        std_normalize=s.std_normalize,
+        kl_coef=s.kl_coef,
+        kl_estimator=s.kl_estimator,
+        entropy_coef=s.entropy_coef,
+        distill_coef=s.distill_coef,
+        negative_kl_coef=s.negative_kl_coef,
+        seed=s.seed,
+    )
+
+
+class EmptyBatchError(StudentError):
+    """The episodes of an update gave nothing to learn from; the weights are unchanged."""
+
+
+class DivergedError(StudentError):
+    """An update left weights that are no longer finite (the model is unusable)."""
+
+
+def train_step(
+    model: StudentBackend,
+    reference: StudentBackend | None,
+    episodes: Sequence[Episode],
+    config: UpdateConfig,
+    *,
+    positive: Sequence[Episode] = (),
+    negative: Sequence[Episode] = (),
+) -> tuple[dict[str, float], int]:
+    """The trainer's one update, written once (the trainer service and the in-process kernel run
+    it): fresh ``episodes`` (policy gradient), ``positive`` (distillation, with teacher hints)
+    and ``negative`` (KL states) into a batch, one :func:`update` of ``model`` in place against
+    ``reference``. Returns the update's finite metrics and the batch's size.
+
+    Raises ``EmptyBatchError`` when the episodes give no sample (nothing changed) and
+    ``DivergedError`` when the weights are no longer finite afterwards."""
+    batch = build_batch(
+        episodes,
+        config=config,
+        positive=positive,
+        negative=negative,
+        free_text=getattr(model, "supports_free_text", False),
+    )
+    if len(batch) == 0:
+        raise EmptyBatchError(f"no episodes to learn from ({len(episodes)} fresh rollouts)")
+    metrics = update(model, reference, batch, config)
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        raise DivergedError(
+            f"the weights are no longer finite (learning rate {config.learning_rate})"
+        )
+    return {k: v for k, v in metrics.items() if math.isfinite(v)}, len(batch)

@@ -25,14 +25,19 @@ from aios_rl.bus import (
     get_logger,
 )
 from aios_rl.rail.plan import decide_requests, decision_orders, realized_traces
-from aios_rl.rollouts import (
-    RAIL,
-    Group,
-    group_contrasts,
-    plan_round,
-    tied,
-)
+from aios_rl.rollouts import RAIL, group_contrasts, tied
 from aios_rl.rollouts import validate as validate_strategy
+from aios_rl.rollouts.epoch import (
+    epoch_groups,
+    group_id,
+    next_round,
+    plan_jobs,
+    plan_next,
+    rollouts_before,
+    round_runs,
+    sample_tasks,
+    scheduled_ids,
+)
 from aios_rl.state import ContentionError, CorruptError, UnavailableError
 from aios_rl.state.checkpoints import CheckpointRegistry, InvalidMoveError, StalePointersError
 from aios_rl.state.control import ControlStore
@@ -52,7 +57,6 @@ from contracts import (
     PointerMove,
     RailDecisions,
     ResumeCampaign,
-    RolloutSummary,
     StartCampaign,
     StatusCampaign,
     StopCampaign,
@@ -61,35 +65,9 @@ from contracts import (
 )
 from contracts.subjects import STREAM_ROLLOUTS, runner_name
 
-from .logic import (
-    JOB_MAX_STEPS,
-    decide,
-    episode_deadline_s,
-    group_id,
-    new_tasks_available,
-    plan_jobs,
-    resample_tasks,
-    round_runs,
-    sample_tasks,
-    scheduled_ids,
-    verdict_request,
-)
+from .logic import JOB_MAX_STEPS, decide, episode_deadline_s, verdict_request
 from .settings import CampaignSettings
 from .store import Arrivals, Rollouts
-
-
-def _next_round(
-    s: CampaignState, *, orders: list[BranchOrder], tasks: list[str], at: float
-) -> CampaignState:
-    """``s`` moved to its next round with ``orders`` (and the new ``tasks`` they bring)."""
-    return msgspec.structs.replace(
-        s,
-        round=s.round + 1,
-        round_started_at=at,
-        orders=[*s.orders, *orders],
-        tasks=[*s.tasks, *tasks],
-        jobs_published=False,
-    )
 
 
 class NoActiveCheckpoint(RuntimeError):
@@ -496,7 +474,7 @@ class Campaigns:
                 break
             orders, new_tasks = nxt
             state = await self.save(
-                cid, functools.partial(_next_round, orders=orders, tasks=new_tasks, at=time.time())
+                cid, functools.partial(next_round, orders=orders, tasks=new_tasks, at=time.time())
             )
             await self.record(state, scheduled=len(scheduled_ids(spec, state)))
             self.log.info(
@@ -511,7 +489,7 @@ class Campaigns:
             )
         await self._publish_traces(state)
         summaries = await self.rollouts.all(cid, state.epoch)
-        groups = self._groups(state, summaries)
+        groups = epoch_groups(state, summaries)
         dropped = (
             [g.group_id for g in groups if tied(g)]
             if spec.rollout_strategy == "dapo-filter"
@@ -550,7 +528,7 @@ class Campaigns:
             spec,
             epoch=state.epoch,
             rnd=state.round + 1,
-            groups=self._groups(state, summaries),
+            groups=epoch_groups(state, summaries),
             orders=state.orders,
             base_tasks=state.base_tasks or len(state.tasks),
             max_steps=JOB_MAX_STEPS,
@@ -576,11 +554,7 @@ class Campaigns:
         spec = state.spec
         if not any(o.round == state.round and o.decision is not None for o in state.orders):
             return
-        before: dict[int, list[str]] = {}
-        for k in range(state.round):
-            for r in round_runs(spec, state, k):
-                if r.role == "rollout":
-                    before.setdefault(r.task_index, []).append(r.episode_id)
+        before = rollouts_before(spec, state, state.round)
         traces = realized_traces(
             spec,
             epoch=state.epoch,
@@ -596,17 +570,6 @@ class Campaigns:
                 self.bus.names.rail_trace(), trace, msg_id=f"rail:{trace.decision_id}"
             )
 
-    @staticmethod
-    def _groups(state: CampaignState, summaries: dict[str, RolloutSummary]) -> list[Group]:
-        """The epoch's tasks as groups of the rollouts that arrived."""
-        spec = state.spec
-        index = {group_id(spec.campaign_id, state.epoch, i): i for i in range(len(state.tasks))}
-        members: dict[str, list[RolloutSummary]] = {g: [] for g in index}
-        for s in sorted(summaries.values(), key=lambda s: s.episode_id):
-            if s.group_id in members:
-                members[s.group_id].append(s)
-        return [Group(index[g], g, members[g]) for g in sorted(index, key=index.__getitem__)]
-
     async def _plan(self, state: CampaignState) -> tuple[list[BranchOrder], list[str]] | None:
         """The next round's orders and the new tasks they bring, ``None`` when it plans none."""
         spec = state.spec
@@ -618,32 +581,7 @@ class Campaigns:
         available: dict[str, list[str]] = {}
         if spec.rollout_strategy == "dapo-filter":
             available = {env: await self._task_ids(env, spec.split) for env in spec.environments}
-        orders = plan_round(
-            spec,
-            state.round + 1,
-            self._groups(state, summaries),
-            orders=state.orders,
-            base_tasks=state.base_tasks or len(state.tasks),
-            tasks=len(state.tasks),
-            new_tasks_available=new_tasks_available(spec, available, state.tasks),
-        )
-        # A continuation needs its parent's actions: a summary kept without them cannot branch.
-        orders = [
-            o
-            for o in orders
-            if o.kind != "branch"
-            or (o.parent_episode_id in summaries and summaries[o.parent_episode_id].actions)
-        ]
-        if not orders:
-            return None
-        n_new = sum(1 for o in orders if o.kind == "task")
-        new_tasks = resample_tasks(spec, state.epoch, available, state.tasks, n_new)
-        orders = [
-            o
-            for o in orders
-            if o.kind != "task" or o.task_index < len(state.tasks) + len(new_tasks)
-        ]
-        return (orders, new_tasks) if orders else None
+        return plan_next(state, summaries, available)
 
     async def compare(self, state: CampaignState) -> None:
         spec = state.spec

@@ -10,23 +10,14 @@ when the handler returns), de-duplicated by the episode id."""
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from typing import Any
 
-import msgspec
-
-from aios_rl.bus import Bus, NoResponders, RemoteError, RequestTimeout, get_logger
-from aios_rl.envs.base import EnvironmentHost, EnvResult, EnvSpec
-from aios_rl.envs.loop import StepLimitError, run_steps
-from aios_rl.envs.runner import RunnerSettings, completed_episode
-from aios_rl.state.tasks import (
-    CorruptTaskError,
-    TaskStore,
-    TaskStoreUnavailableError,
-    UnknownTaskError,
-)
-from contracts import ActRequest, ActResponse, RolloutJob, TrajectoryStep
+from aios_rl.bus import Bus, get_logger
+from aios_rl.envs.base import EnvironmentHost, EnvSpec
+from aios_rl.envs.runner import RunnerSettings, run_episode
+from aios_rl.state.tasks import TaskStore
+from contracts import ActRequest, ActResponse, RolloutJob
 
 __all__ = ["Runner"]
 
@@ -70,54 +61,10 @@ class Runner:
     async def run(self, job: RolloutJob) -> None:
         """Consumer handler: one job, one published episode (or a raise: retried)."""
         log = get_logger(episode_id=job.episode_id, campaign_id=job.campaign_id)
-        started = time.time()
-        steps: list[TrajectoryStep] = []
-        info: dict[str, str] = {}
-        checkpoint = job.checkpoint_id
-        result: EnvResult | None = None
-        try:
-            task = await self.task(job.task_id)
-            info = dict(self.host.task_info(task))
-            max_steps = max(1, min(job.max_steps, self.settings.max_steps))
-            env = await self.host.open(task, seed=job.seed, max_steps=max_steps)
-            try:
-                checkpoint = await run_steps(env, job, self.act, steps, max_steps=max_steps)
-                result = env.result()
-            finally:
-                await env.close()
-        except RemoteError as exc:
-            if exc.code == "503":
-                raise  # the sampler is starting or reloading: the kit retries the job
-            log.warning("episode_blocked", error=str(exc))
-            info["error"] = f"policy: {exc}"[:500]
-        except (RequestTimeout, NoResponders, TaskStoreUnavailableError):
-            raise  # no sampler answered in time, or NATS trouble: retried with back-off
-        except (UnknownTaskError, CorruptTaskError) as exc:
-            log.warning("episode_blocked", error=str(exc))
-            info["error"] = f"task: {exc}"[:500]
-        except StepLimitError as exc:
-            log.warning("episode_blocked", error=str(exc))
-            info["error"] = f"limit: {exc}"[:500]
-        except Exception as exc:  # the environment crashed: a blocked episode, the job is done
-            log.exception("environment_crashed", error=str(exc))
-            info["error"] = f"environment: {type(exc).__name__}: {exc}"[:500]
-        if result is not None:
-            info.update(result.info)
-            outcome, reward, evidence = result.outcome, result.reward, result.evidence
-            if steps:
-                steps[-1] = msgspec.structs.replace(steps[-1], step_reward=reward)
-        else:
-            outcome, reward, evidence = "blocked", 0.0, []
-        ep = completed_episode(
-            job,
-            checkpoint=checkpoint,
-            trajectory=steps,
-            outcome=outcome,
-            reward=reward,
-            info=info,
-            started=started,
-            evidence=evidence,
+        ep = await run_episode(
+            self.host, job, self.task, self.act, max_steps=self.settings.max_steps
         )
+        outcome = ep.outcome
         # De-duplicated by the episode id: a job redelivered after a crash publishes the same
         # episode again harmlessly. The kit acks the job when this handler returns.
         await self.bus.publish_durable(
@@ -127,7 +74,13 @@ class Runner:
         )
         self.episodes += 1
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-        log.info("episode", env=self.spec.name, outcome=outcome, reward=reward, steps=len(steps))
+        log.info(
+            "episode",
+            env=self.spec.name,
+            outcome=outcome,
+            reward=ep.env_reward,
+            steps=len(ep.trajectory),
+        )
 
     def stats(self) -> dict[str, float]:
         return {

@@ -22,9 +22,10 @@ from aios_rl.state.checkpoints import (
     UnknownCheckpointError,
 )
 from aios_rl.student import ActOutput, Decision, Regime, StudentBackend, StudentError, load_student
+from aios_rl.student.serving import decision_for, response_for
 from contracts import ActRequest, ActResponse, CheckpointPointers
 
-from .logic import Batcher, LruCache, check_request, derive_seed
+from .logic import Batcher, LruCache
 from .settings import SamplerSettings
 
 Job = tuple[Decision, Regime, bool]
@@ -146,21 +147,14 @@ class Sampler:
         try:
             model = await self.model(checkpoint)
             try:
-                check_request(
-                    req.candidates,
-                    req.regime,
+                decision, regime = decision_for(
+                    req,
                     free_text=model.supports_free_text,
                     backend=model.name,
+                    base_seed=self.settings.seed,
                 )
             except ValueError as exc:
                 raise PermanentError(str(exc)) from exc
-            regime = Regime(req.regime.temperature, req.regime.top_p)
-            seed = (
-                req.seed
-                if req.seed is not None
-                else derive_seed(req.episode_id, req.step, self.settings.seed)
-            )
-            decision = Decision(req.observation, tuple(req.candidates), seed=seed)
             out = await self.batcher.submit(checkpoint, (decision, regime, req.want_hidden))
         except UnknownCheckpointError as exc:
             raise ServiceError("404", str(exc)) from exc
@@ -168,15 +162,4 @@ class Sampler:
             raise PermanentError(str(exc)) from exc
         except RegistryError as exc:
             raise ServiceError("503", f"registry unavailable: {exc}") from exc
-        return ActResponse(
-            action=out.action,
-            action_index=out.action_index,
-            logprob=out.logprob,
-            entropy=out.entropy,
-            value=out.value,
-            checkpoint_id=checkpoint,
-            hidden=out.hidden if req.want_hidden else [],
-            top1_prob=out.top1_prob,
-            margin=out.margin,
-            token_entropies=out.token_entropies,
-        )
+        return response_for(out, checkpoint_id=checkpoint, want_hidden=req.want_hidden)

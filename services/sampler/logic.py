@@ -1,46 +1,24 @@
-"""The sampler's logic, free of NATS: request checks, dynamic batching, the model cache and seed
-derivation."""
+"""The sampler's logic, free of NATS: dynamic batching and the model cache (request checks and
+seed derivation are :mod:`aios_rl.student.serving`'s)."""
 
 from __future__ import annotations
 
 import asyncio
 import math
-import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from contracts import DecodingRegime
+# How a request becomes a decision is the student's (shared with the in-process kernel);
+# re-exported here for the sampler's callers.
+from aios_rl.student.serving import check_request, derive_seed
 
 __all__ = ["Batcher", "LruCache", "check_request", "derive_seed"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
 V = TypeVar("V")
-
-
-def derive_seed(episode_id: str, step: int, base: int = 0) -> int:
-    """A seed fixed by (episode, step): a replayed episode samples the same actions."""
-    return (zlib.crc32(f"{episode_id}:{step}".encode()) ^ (base * 0x9E3779B1)) & 0x7FFFFFFF
-
-
-def check_request(
-    candidates: list[str], regime: DecodingRegime, *, free_text: bool, backend: str
-) -> None:
-    """Raises ``ValueError`` with a sentence saying what is wrong when a request can never be
-    answered: a temperature that is not a finite number > 0, a ``top_p`` outside (0, 1], or no
-    candidates for a ``backend`` that cannot write free text. A vanishing temperature is fine
-    (it acts greedily). Checked before a request joins a batch, so it fails alone."""
-    if not (math.isfinite(regime.temperature) and regime.temperature > 0):
-        raise ValueError(f"temperature must be a finite number > 0, got {regime.temperature}")
-    if not 0 < regime.top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {regime.top_p}")
-    if not candidates and not free_text:
-        raise ValueError(
-            f"the {backend} student chooses among candidate actions and cannot write free text; "
-            "this request offers no candidates"
-        )
 
 
 JOIN_THRESHOLD = 1.5

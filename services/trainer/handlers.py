@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import time
-
-import torch
 
 from aios_rl.bus import Bus, BusError, PermanentError, ServiceError, get_logger
 from aios_rl.state.checkpoints import (
@@ -17,7 +14,7 @@ from aios_rl.state.checkpoints import (
     UnknownCheckpointError,
 )
 from aios_rl.student import StudentBackend, StudentError, load_student, new_student
-from aios_rl.student.train import build_batch, update
+from aios_rl.student.train import DivergedError, EmptyBatchError, train_step, update_config
 from contracts import (
     DecodeError,
     Episode,
@@ -29,7 +26,7 @@ from contracts import (
 )
 from contracts.subjects import STREAM_EPISODES
 
-from .logic import select_online, split_offline, update_config
+from .logic import select_online, split_offline
 from .settings import TrainerServiceSettings
 
 
@@ -132,34 +129,34 @@ class Trainer:
             except BusError as exc:
                 raise ServiceError("503", f"replay did not serve a batch: {exc}") from exc
             neutral, positive, negative = split_offline(batch.episodes)
-        train_batch = build_batch(
-            fresh + neutral,
-            config=config,
-            positive=better + positive,
-            negative=worse + negative,
-            free_text=getattr(model, "supports_free_text", False),
-        )
-        if len(train_batch) == 0:
-            raise PermanentError(
-                f"update {req.update_id}: no episodes to learn from ({req.source}; {len(fresh)} fresh rollouts matched)"
-            )
         log.info(
             "update_started",
             base=base,
             algorithm=config.algorithm,
-            samples=len(train_batch),
             fresh=len(fresh),
             offline=len(neutral) + len(positive) + len(negative),
         )
         started = time.perf_counter()
-        metrics = await asyncio.to_thread(update, model, reference, train_batch, config)
-        metrics["update_s"] = time.perf_counter() - started
-        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
-            raise PermanentError(
-                f"update {req.update_id} diverged: the weights are no longer finite "
-                f"(learning rate {config.learning_rate}); nothing was stored"
+        try:
+            metrics, samples = await asyncio.to_thread(
+                train_step,
+                model,
+                reference,
+                fresh + neutral,
+                config,
+                positive=better + positive,
+                negative=worse + negative,
             )
-        metrics = {k: v for k, v in metrics.items() if math.isfinite(v)}  # JSON has no NaN
+        except EmptyBatchError as exc:
+            raise PermanentError(
+                f"update {req.update_id}: no episodes to learn from ({req.source}; "
+                f"{len(fresh)} fresh rollouts matched)"
+            ) from exc
+        except DivergedError as exc:
+            raise PermanentError(
+                f"update {req.update_id} diverged: {exc}; nothing was stored"
+            ) from exc
+        metrics["update_s"] = time.perf_counter() - started
         weights = await asyncio.to_thread(model.to_bytes)
         meta = await self.registry.store(
             weights,
@@ -183,6 +180,6 @@ class Trainer:
             update_id=req.update_id,
             checkpoint_id=meta.checkpoint_id,
             parent_id=base,
-            samples=len(train_batch),
+            samples=samples,
             metrics=metrics,
         )

@@ -1,34 +1,13 @@
-"""Trainer logic without NATS: which episodes an update learns from, how the campaign's trainer
-settings become an update configuration."""
+"""Trainer logic without NATS: which episodes an update learns from (the update itself is
+``aios_rl.student.train.train_step``, shared with the in-process kernel)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aios_rl.student.train import UpdateConfig
-from contracts import Episode, TrainerSettings, TrainerUpdate
+from contracts import Episode, TrainerUpdate
 
-__all__ = ["select_online", "split_offline", "update_config"]
-
-
-def update_config(s: TrainerSettings) -> UpdateConfig:
-    """The student's update configuration for the campaign's trainer settings."""
-    return UpdateConfig(
-        algorithm=s.algorithm,
-        learning_rate=s.learning_rate,
-        update_epochs=s.update_epochs,
-        minibatch_size=s.minibatch_size,
-        clip_low=s.clip_low,
-        clip_high=s.clip_high,
-        aggregation=s.aggregation,
-        std_normalize=s.std_normalize,
-        kl_coef=s.kl_coef,
-        kl_estimator=s.kl_estimator,
-        entropy_coef=s.entropy_coef,
-        distill_coef=s.distill_coef,
-        negative_kl_coef=s.negative_kl_coef,
-        seed=s.seed,
-    )
+__all__ = ["select_online", "split_offline"]
 
 
 def select_online(

@@ -1,0 +1,40 @@
+"""The in-process kernel: the product's own loop in one process, without NATS, for benchmarks,
+tests and notebooks.
+
+- :class:`LocalPolicy`: students called directly, answering ``ActRequest`` with the sampler's
+  mapping (:mod:`aios_rl.student.serving`);
+- :class:`Rollouts`: rollout jobs run by the runner's episode function
+  (:func:`aios_rl.envs.runner.run_episode`) on the environments' real hosts;
+- :func:`collect_epoch`: one epoch planned by the campaign's planner
+  (:mod:`aios_rl.rollouts.epoch`), round by round, a :class:`LocalRail` controller for RAIL;
+- :func:`train_epoch`: the trainer's update (:func:`aios_rl.student.train.train_step`);
+- :func:`eval_jobs`: near-greedy held-out jobs, seeded by task position.
+
+The same task, seed and checkpoint give the same episode here and on the stack
+(``tests/test_kernel.py``).
+"""
+
+from .kernel import (
+    EVAL_REGIME,
+    EpochRollouts,
+    LocalRail,
+    Rollouts,
+    collect_epoch,
+    eval_jobs,
+    runner_settings,
+    train_epoch,
+)
+from .policy import LocalPolicy, UnknownLocalCheckpointError
+
+__all__ = [
+    "EVAL_REGIME",
+    "EpochRollouts",
+    "LocalPolicy",
+    "LocalRail",
+    "Rollouts",
+    "UnknownLocalCheckpointError",
+    "collect_epoch",
+    "eval_jobs",
+    "runner_settings",
+    "train_epoch",
+]

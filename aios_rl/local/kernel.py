@@ -1,0 +1,343 @@
+"""The product's loop in one process: rollout jobs through the runner's episode function,
+epochs planned by the campaign's planner, updates by the trainer's step.
+
+Nothing here is a copy: :func:`run_jobs` runs each job with
+:func:`aios_rl.envs.runner.run_episode` (the runner service's body) on the environments' real
+hosts; :func:`collect_epoch` plans rounds with :mod:`aios_rl.rollouts.epoch` (the campaign
+service's planner) and, for the RAIL strategies, a :class:`LocalRail` controller driven as the
+RAIL service drives it (:mod:`aios_rl.rail.plan`); :func:`train_epoch` is
+:func:`aios_rl.student.train.train_step` (the trainer service's update). What the bus adds on
+the stack -- durability, de-duplication, the teacher, reward and comparison stages -- is left
+out; a ``teach`` function stands in for the teacher when a benchmark wants hints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from contracts import (
+    BranchOrder,
+    CampaignSpec,
+    CampaignState,
+    DecodingRegime,
+    Episode,
+    GroupContrast,
+    RailDecisions,
+    RailTrace,
+    RolloutAccount,
+    RolloutJob,
+    RolloutSummary,
+    TrainerSettings,
+    job_max_steps,
+)
+
+from ..envs import registry
+from ..envs.base import EnvironmentHost
+from ..envs.runner import RunnerSettings, run_episode
+from ..rail.controller import Controller
+from ..rail.plan import decide_requests, decision_orders, realized_traces
+from ..rollouts import RAIL, account_add, group_contrasts, summarize, tied
+from ..rollouts.epoch import (
+    epoch_groups,
+    next_round,
+    plan_jobs,
+    plan_next,
+    rollouts_before,
+    sample_tasks,
+)
+from ..state.tasks import UnknownTaskError
+from ..student import load_student
+from ..student.base import StudentBackend
+from ..student.train import train_step, update_config
+from .policy import LocalPolicy
+
+__all__ = [
+    "EVAL_REGIME",
+    "EpochRollouts",
+    "LocalRail",
+    "Rollouts",
+    "collect_epoch",
+    "eval_jobs",
+    "runner_settings",
+    "train_epoch",
+]
+
+EVAL_REGIME = DecodingRegime(temperature=0.1)
+"""Near-greedy: how held-out tasks are scored (one seeded episode per task)."""
+
+
+class Rollouts:
+    """Runs rollout jobs in this process: per environment a host, every task by id, one
+    policy; ``workers`` episodes at a time (the student's calls are serialised by the event
+    loop, the environments' work overlaps). Each environment's step limit is its runner's
+    (``settings``: the environment's runner settings, its defaults where not given).
+
+    :meth:`open` makes the hosts from the environment registry and closes them at exit."""
+
+    def __init__(
+        self,
+        hosts: Mapping[str, EnvironmentHost[Any]],
+        tasks: Mapping[str, Any],
+        policy: LocalPolicy,
+        *,
+        workers: int = 2,
+        settings: Mapping[str, RunnerSettings] | None = None,
+    ) -> None:
+        self.hosts = dict(hosts)
+        self.tasks = dict(tasks)
+        self.policy = policy
+        self.slots = asyncio.Semaphore(workers)
+        self.settings = {env: (settings or {}).get(env) or runner_settings(env) for env in hosts}
+        self.episodes = 0
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        environments: Mapping[str, RunnerSettings | None] | Sequence[str],
+        tasks: Mapping[str, Any],
+        policy: LocalPolicy,
+        *,
+        workers: int = 2,
+    ) -> AsyncIterator[Rollouts]:
+        """Rollouts on a host per environment, each made from its runner settings (the
+        registry's defaults for a name alone), closed at exit."""
+        wanted = (
+            dict(environments) if isinstance(environments, Mapping) else dict.fromkeys(environments)
+        )
+        settings = {env: s or runner_settings(env) for env, s in wanted.items()}
+        hosts: dict[str, EnvironmentHost[Any]] = {}
+        try:
+            for env, s in settings.items():
+                hosts[env] = registry.get(env).host(s)
+            yield cls(hosts, tasks, policy, workers=workers, settings=settings)
+        finally:
+            for host in hosts.values():
+                await host.aclose()
+
+    async def task(self, task_id: str) -> Any:
+        try:
+            return self.tasks[task_id]
+        except KeyError:
+            raise UnknownTaskError(f"task {task_id} is not among the kernel's tasks") from None
+
+    async def run_one(self, job: RolloutJob) -> Episode:
+        """One job's episode (``run_episode``: blocked when it cannot run)."""
+        host = self.hosts.get(job.environment)
+        if host is None:
+            raise KeyError(f"no {job.environment} host in this kernel (has {sorted(self.hosts)})")
+        async with self.slots:
+            ep = await run_episode(
+                host,
+                job,
+                self.task,
+                self.policy.act,
+                max_steps=self.settings[job.environment].max_steps,
+            )
+        self.episodes += 1
+        return ep
+
+    async def run(self, jobs: Sequence[RolloutJob]) -> list[Episode]:
+        """Every job's episode, in the jobs' order."""
+        return list(await asyncio.gather(*(self.run_one(j) for j in jobs)))
+
+
+def runner_settings(env: str, **fields: Any) -> RunnerSettings:
+    """The runner settings of ``env`` (its registry entry's class) with its defaults, no NATS."""
+    return registry.get(env).settings(env=env, nats_url="", **fields)  # type: ignore[no-any-return]
+
+
+def eval_jobs(
+    tasks: Sequence[Any],
+    environment: str | Callable[[Any], str],
+    tag: str,
+    *,
+    checkpoint_id: str = "active",
+    seed_base: int = 7_000,
+    regime: DecodingRegime = EVAL_REGIME,
+    split: str = "heldout",
+) -> list[RolloutJob]:
+    """One near-greedy job per task, seeded by the task's position (``seed_base + i``): the
+    same tasks and tag give the same jobs, so two students are scored on the same episodes'
+    seeds."""
+    env_of = environment if callable(environment) else (lambda _t: environment)
+    return [
+        RolloutJob(
+            job_id=f"{tag}{i}",
+            episode_id=f"{tag}{i}",
+            environment=env_of(t),  # type: ignore[arg-type]
+            task_id=t.task_id,
+            checkpoint_id=checkpoint_id,
+            seed=seed_base + i,
+            regime=regime,
+            split=split,
+            max_steps=job_max_steps(env_of(t)),
+        )
+        for i, t in enumerate(tasks)
+    ]
+
+
+@dataclass
+class LocalRail:
+    """A RAIL controller driven in this process as the RAIL service drives it: it decides each
+    round's branches and learns from the traces each round realizes."""
+
+    controller: Controller
+    traces: list[RailTrace] = field(default_factory=list)
+    """Every trace it learned from, in order."""
+    decided: list[tuple[CampaignState, list[Any], list[RailDecisions]]] = field(
+        default_factory=list
+    )
+    """(state, requests, answers) of every round it decided."""
+    seconds: float = 0.0
+    """Spent deciding and learning (refits included)."""
+
+    def observe(self, traces: Sequence[RailTrace]) -> None:
+        started = time.perf_counter()
+        for t in traces:
+            self.controller.observe(t)
+            self.traces.append(t)
+        self.seconds += time.perf_counter() - started
+
+    def plan(
+        self, state: CampaignState, summaries: Mapping[str, RolloutSummary]
+    ) -> tuple[list[BranchOrder], list[str]] | None:
+        """The next round's orders (the campaign's ``_plan_rail`` with the controller asked
+        directly), ``None`` when it branches nowhere or the rounds are used up."""
+        spec = state.spec
+        if state.round >= spec.branching.max_rounds:
+            return None
+        asks = decide_requests(
+            spec,
+            epoch=state.epoch,
+            rnd=state.round + 1,
+            groups=epoch_groups(state, summaries),
+            orders=state.orders,
+            base_tasks=state.base_tasks or len(state.tasks),
+            max_steps=max(job_max_steps(e) for e in spec.environments),
+        )
+        started = time.perf_counter()
+        answers = [self.controller.decide(req) for _, _, req in asks]
+        self.seconds += time.perf_counter() - started
+        self.decided.append((state, list(asks), answers))
+        orders = decision_orders(state.round + 1, asks, answers, state.orders)
+        return (orders, []) if orders else None
+
+
+@dataclass
+class EpochRollouts:
+    """What one epoch's collection produced."""
+
+    state: CampaignState
+    """The epoch's final state: its tasks, rounds and orders."""
+    episodes: list[Episode]
+    """Every episode, rollouts and reference runs, in the order they ran."""
+    dropped: set[str]
+    """Groups left out of the update (``dapo-filter``: every reward tied)."""
+
+    @property
+    def rollouts(self) -> list[Episode]:
+        return [e for e in self.episodes if e.role == "rollout"]
+
+    @property
+    def kept(self) -> list[Episode]:
+        """The rollouts the update learns from."""
+        return [e for e in self.rollouts if e.group_id not in self.dropped]
+
+    def contrasts(self) -> list[GroupContrast]:
+        """Each group's reward contrast before and after its branches (``group_contrasts``)."""
+        return group_contrasts((summarize(e) for e in self.rollouts), dropped=self.dropped)
+
+    def account(self, strategy: str) -> RolloutAccount:
+        """The epoch's rollout accounting (base rollouts, continuations, steps, calls)."""
+        acc = RolloutAccount(strategy=strategy)
+        for ep in self.rollouts:
+            acc = account_add(acc, ep)
+        return acc
+
+
+async def collect_epoch(
+    spec: CampaignSpec,
+    epoch: int,
+    available: Mapping[str, Sequence[str]],
+    run: Callable[[list[RolloutJob]], Awaitable[list[Episode]]],
+    *,
+    candidate: str = "active",
+    reference: str | None = None,
+    rail: LocalRail | None = None,
+) -> EpochRollouts:
+    """Every episode of one epoch, round by round, as the campaign service collects it: round 0
+    runs the sampled tasks' base rollouts (and ``reference_runs`` under ``reference``), then the
+    strategy plans round after round from what came back until it plans nothing. ``available``:
+    the split's task ids per environment; ``run``: runs a round's jobs (e.g.
+    :meth:`Rollouts.run`). A RAIL strategy needs ``rail``. Raises ``ValueError`` for a RAIL
+    strategy without one."""
+    if spec.rollout_strategy in RAIL and rail is None:
+        raise ValueError(f"strategy {spec.rollout_strategy!r} needs a RAIL controller (rail=)")
+    tasks = sample_tasks(spec, epoch, available)
+    state = CampaignState(
+        spec=spec,
+        epoch=epoch,
+        tasks=tasks,
+        base_tasks=len(tasks),
+        candidate=candidate,
+        reference=reference or candidate,
+    )
+    arrived: dict[str, Episode] = {}
+    summaries: dict[str, RolloutSummary] = {}
+    while True:
+        jobs = plan_jobs(spec, state, deadline=0.0, parents=summaries)
+        for ep in await run(jobs):
+            arrived[ep.episode_id] = ep
+            if ep.role == "rollout":
+                summaries[ep.episode_id] = summarize(ep)
+        if rail is not None:
+            if state.round:
+                rail.observe(
+                    realized_traces(
+                        spec,
+                        epoch=epoch,
+                        rnd=state.round,
+                        orders=state.orders,
+                        tasks=state.tasks,
+                        before=rollouts_before(spec, state, state.round),
+                        summaries=summaries,
+                        at=time.time(),
+                    )
+                )
+            nxt = rail.plan(state, summaries)
+        else:
+            nxt = plan_next(state, summaries, available)
+        if nxt is None:
+            break
+        orders, new_tasks = nxt
+        state = next_round(state, orders=orders, tasks=new_tasks, at=time.time())
+    groups = epoch_groups(state, summaries)
+    dropped = (
+        {g.group_id for g in groups if tied(g)} if spec.rollout_strategy == "dapo-filter" else set()
+    )
+    return EpochRollouts(state=state, episodes=list(arrived.values()), dropped=dropped)
+
+
+def train_epoch(
+    model: StudentBackend,
+    episodes: Sequence[Episode],
+    settings: TrainerSettings,
+    *,
+    reference: StudentBackend | None = None,
+    teach: Callable[[Episode], Episode] | None = None,
+) -> dict[str, float]:
+    """One trainer update of ``model`` in place on an epoch's fresh rollouts (the trainer
+    service's ``train_step`` with the campaign's trainer settings), each first passed through
+    ``teach`` (hints, as the teacher gateway adds them) when given. ``reference`` (default: a
+    copy of the weights before the update) is the KL target. Returns the update's metrics with
+    ``samples``. Raises what ``train_step`` raises (``EmptyBatchError``, ``DivergedError``)."""
+    taught = [teach(e) for e in episodes] if teach is not None else list(episodes)
+    ref = reference if reference is not None else load_student(model.to_bytes())
+    metrics, samples = train_step(model, ref, taught, update_config(settings))
+    return {**metrics, "samples": float(samples)}

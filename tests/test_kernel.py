@@ -1,0 +1,242 @@
+"""The in-process kernel (``aios_rl.local``) against the real stack: the same task, seed and
+checkpoint give the same episode (same actions, rewards, outcome) through the runner and sampler
+services on a real nats-server as through the kernel in this process; and the kernel's epoch is
+the campaign's plan (its jobs are the jobs ``plan_jobs`` makes, its branching rounds run
+continuations that replay their parents' prefixes)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import torch
+
+from aios_rl.bus import Bus, connect, provision
+from aios_rl.envs import registry
+from aios_rl.envs.orchestrator import generate as orchestrator_tasks
+from aios_rl.envs.shell.generate import generate as shell_tasks
+from aios_rl.envs.shell.verify import RunCache, default_cache_dir
+from aios_rl.local import LocalPolicy, Rollouts, collect_epoch, eval_jobs, train_epoch
+from aios_rl.rollouts.epoch import plan_jobs, sample_tasks
+from aios_rl.stack.natsd import NatsServer
+from aios_rl.state.checkpoints import CheckpointRegistry
+from aios_rl.student import load_student, new_student
+from contracts import (
+    BranchingSettings,
+    CampaignSpec,
+    CampaignState,
+    DecodingRegime,
+    Episode,
+    Names,
+    RolloutJob,
+    TrainerSettings,
+)
+from services.runner.main import build as build_runner
+from services.sampler.main import build as build_sampler
+from services.sampler.settings import SamplerSettings
+
+from .support import running
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+ORCHESTRATOR = orchestrator_tasks(6, seed=5, split="heldout")
+SHELL = shell_tasks(4, 11, "heldout", cache=RunCache(default_cache_dir()))
+TASKS: dict[str, list[Any]] = {"orchestrator": ORCHESTRATOR, "shell": SHELL}
+
+
+def host(env: str) -> Any:
+    spec = registry.get(env)
+    return spec.host(spec.settings(env=env, nats_url=""))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(nats_server: NatsServer) -> AsyncIterator[tuple[Bus, str, bytes]]:
+    """A namespace with the real sampler serving a stored tiny student and a real runner per
+    environment; yields the bus, the student's checkpoint id and its weights."""
+    names = Names(f"t{uuid.uuid4().hex[:10]}")
+    weights = new_student("tiny", seed=3).to_bytes()
+    async with connect(nats_server.url, name="test", names=names) as bus:
+        await provision(bus)
+        registry_ = CheckpointRegistry(bus)
+        meta = await registry_.store(
+            weights, parent_id=None, created_by="init", algorithm="init", backend="tiny"
+        )
+        await registry_.init(meta.checkpoint_id)
+        async with contextlib.AsyncExitStack() as services:
+            sampler, _ = build_sampler(bus, SamplerSettings(nats_url="", namespace=names.namespace))
+            await services.enter_async_context(running(sampler))
+            for env, tasks in TASKS.items():
+                await registry.task_store(bus, env).put_all(tasks)
+                spec = registry.get(env)
+                svc, _ = build_runner(
+                    bus, spec, spec.settings(env=env, nats_url="", namespace=names.namespace)
+                )
+                svc.fetch_timeout_s = 0.2
+                await services.enter_async_context(running(svc))
+            yield bus, meta.checkpoint_id, weights
+
+
+async def through_the_stack(bus: Bus, jobs: list[RolloutJob]) -> dict[str, Episode]:
+    """Publish ``jobs``; the completed episodes by episode id."""
+    got: dict[str, Episode] = {}
+    done = asyncio.Event()
+    wanted = {j.episode_id for j in jobs}
+
+    async def on_completed(msg: object, raw: object) -> None:
+        if isinstance(msg, Episode) and msg.episode_id in wanted:
+            got[msg.episode_id] = msg
+            if len(got) == len(wanted):
+                done.set()
+
+    subs = [await bus.subscribe(bus.names.episode("completed", env), on_completed) for env in TASKS]
+    try:
+        for j in jobs:
+            await bus.publish_durable(bus.names.rollout_job(j.environment), j, msg_id=j.job_id)
+        await asyncio.wait_for(done.wait(), 120)
+    finally:
+        for sub in subs:
+            await sub.unsubscribe()
+    return got
+
+
+def jobs_for(checkpoint: str, tag: str) -> list[RolloutJob]:
+    """Two sampled episodes (temperature 1: the seed decides) of every task of both
+    environments."""
+    return [
+        j
+        for env, tasks in TASKS.items()
+        for k in range(2)
+        for j in eval_jobs(
+            tasks,
+            env,
+            f"{tag}-{env}-{k}-",
+            checkpoint_id=checkpoint,
+            seed_base=100 * k,
+            regime=DecodingRegime(temperature=1.0),
+        )
+    ]
+
+
+async def test_the_kernel_and_the_stack_make_the_same_episodes(
+    stack: tuple[Bus, str, bytes],
+) -> None:
+    bus, checkpoint, weights = stack
+    jobs = jobs_for(checkpoint, f"same{uuid.uuid4().hex[:6]}")
+    on_stack = await through_the_stack(bus, jobs)
+
+    async with Rollouts.open(
+        list(TASKS),
+        {t.task_id: t for tasks in TASKS.values() for t in tasks},
+        LocalPolicy(load_student(weights), checkpoint_id=checkpoint),
+    ) as local:
+        in_process = {ep.episode_id: ep for ep in await local.run(jobs)}
+
+    assert set(in_process) == set(on_stack) == {j.episode_id for j in jobs}
+    distinct_paths = set()
+    for eid, a in in_process.items():
+        b = on_stack[eid]
+        assert a.outcome == b.outcome, eid
+        assert a.env_reward == pytest.approx(b.env_reward), eid
+        assert a.checkpoint_id == b.checkpoint_id == checkpoint
+        assert [s.action for s in a.trajectory] == [s.action for s in b.trajectory], eid
+        assert [s.observation for s in a.trajectory] == [s.observation for s in b.trajectory]
+        assert [s.step_reward for s in a.trajectory] == pytest.approx(
+            [s.step_reward for s in b.trajectory]
+        )
+        assert [s.logprob for s in a.trajectory] == pytest.approx(
+            [s.logprob for s in b.trajectory], abs=1e-5
+        )
+        distinct_paths.add((a.task_id, tuple(s.action for s in a.trajectory)))
+    # The comparison means something only if the episodes differ: the seeds decide actions.
+    assert len(distinct_paths) > len(ORCHESTRATOR) + len(SHELL)
+    assert {ep.outcome for ep in in_process.values()} - {"blocked"}, "every episode blocked"
+
+
+async def test_a_continuation_replays_its_parent_here_as_on_the_stack(
+    stack: tuple[Bus, str, bytes],
+) -> None:
+    bus, checkpoint, weights = stack
+    tag = f"cont{uuid.uuid4().hex[:6]}"
+    parent = eval_jobs(
+        ORCHESTRATOR[:1],
+        "orchestrator",
+        f"{tag}-p",
+        checkpoint_id=checkpoint,
+        regime=DecodingRegime(temperature=1.0),
+    )[0]
+    hosts = {"orchestrator": host("orchestrator")}
+    local = Rollouts(
+        hosts,
+        {t.task_id: t for t in ORCHESTRATOR},
+        LocalPolicy(load_student(weights), checkpoint_id=checkpoint),
+    )
+    (first,) = await local.run([parent])
+    assert len(first.trajectory) >= 2
+    prefix = [s.action for s in first.trajectory[:1]]
+    child = RolloutJob(
+        job_id=f"{tag}-c",
+        episode_id=f"{tag}-c",
+        environment="orchestrator",
+        task_id=parent.task_id,
+        checkpoint_id=checkpoint,
+        seed=parent.seed,
+        sampling_seed=991,
+        prefix=prefix,
+        regime=DecodingRegime(temperature=1.0),
+    )
+    (here,) = await local.run([child])
+    there = (await through_the_stack(bus, [child]))[child.episode_id]
+    assert [s.action for s in here.trajectory] == [s.action for s in there.trajectory]
+    assert here.trajectory[0].replayed and there.trajectory[0].replayed
+    assert here.trajectory[0].action == prefix[0]
+    assert (here.outcome, here.env_reward) == (there.outcome, pytest.approx(there.env_reward))
+
+
+async def test_an_epoch_is_the_campaigns_plan_and_an_update_moves_the_student() -> None:
+    torch.manual_seed(0)
+    model = new_student("tiny", seed=4)
+    before = model.to_bytes()
+    policy = LocalPolicy(model)
+    hosts = {"orchestrator": host("orchestrator")}
+    local = Rollouts(hosts, {t.task_id: t for t in ORCHESTRATOR}, policy)
+    available = {"orchestrator": [t.task_id for t in ORCHESTRATOR]}
+    ran: list[RolloutJob] = []
+
+    async def run(jobs: list[RolloutJob]) -> list[Episode]:
+        ran.extend(jobs)
+        return await local.run(jobs)
+
+    spec = CampaignSpec(
+        campaign_id="k",
+        environments={"orchestrator": 1.0},
+        tasks_per_epoch=2,
+        group_size=4,
+        rollout_strategy="entropy",
+        branching=BranchingSettings(initial=2, tau=-1.0),
+        reference_runs=0,
+        seed=2,
+    )
+    got = await collect_epoch(spec, 0, available, run)
+    state0 = CampaignState(
+        spec=spec,
+        epoch=0,
+        tasks=sample_tasks(spec, 0, available),
+        base_tasks=2,
+        candidate="active",
+        reference="active",
+    )
+    # Round 0 is exactly the campaign's jobs; later rounds are continuations and fresh runs.
+    assert ran[:4] == plan_jobs(spec, state0, deadline=0.0)
+    assert got.state.round >= 1 and len(ran) == 8
+    continuations = [e for e in got.rollouts if e.branch is not None]
+    assert continuations and all(e.trajectory[0].replayed for e in continuations)
+    assert len({e.group_id for e in got.rollouts}) == 2
+
+    metrics = train_epoch(model, got.kept, TrainerSettings(learning_rate=3e-3, seed=0))
+    assert metrics["samples"] > 0
+    assert model.to_bytes() != before
