@@ -95,10 +95,12 @@ def worker(workload: str, threads: int, interop: int, repeats: int, samples: int
 
     model = new_student("tiny", seed=0)
     if workload == "trainer":
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
         from aios_rl.student import load_student
-        from aios_rl.student.toytask import ToyTask
         from aios_rl.student.train import build_batch, update, update_config
         from contracts import TrainerSettings
+        from tests.toytask import ToyTask  # a test fixture: the repository's root on the path
 
         config = update_config(TrainerSettings(algorithm="grpo"))
         weights = model.to_bytes()

@@ -1,7 +1,7 @@
 """Trainer benchmark: how fast one policy update of the tiny student runs, GRPO against PPO, with
 1 and 2 torch threads, and what the trainer service adds around the same update over NATS.
 
-Measured in one run, on toy-task episodes (``aios_rl.student.toytask.ToyTask``: one-step,
+Measured in one run, on toy-task episodes (``tests/toytask.py``'s ``ToyTask``: one-step,
 rewarded, in GRPO groups of 4, so one episode is one sample):
 
 1. Bare updates, in this process: ``build_batch`` then ``update`` (``aios_rl.student.train``)
@@ -50,6 +50,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests/toytask.py
+
 import _common
 import msgspec
 import torch
@@ -58,9 +60,9 @@ from rich.console import Console
 from aios_rl.bus import Bus
 from aios_rl.state.checkpoints import CheckpointRegistry, checkpoint_id_of
 from aios_rl.student import load_student
-from aios_rl.student.toytask import ToyTask
 from aios_rl.student.train import UpdateConfig, build_batch, update, update_config
 from contracts import Episode, TrainerSettings, TrainerUpdate, TrainerUpdateResult
+from tests.toytask import ToyTask
 
 
 @dataclass(frozen=True)

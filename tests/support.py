@@ -149,9 +149,9 @@ async def until_every_service(
 
 
 def agentbench_dev_dir() -> Path:
-    """AgentBench's dev splits: ``$AGENTBENCH_DEV_DIR``, ``../shared/agentbench-dev`` beside the
-    checkout, or the workplace's copy (a clone elsewhere); a missing path when none exists (the
-    tests that need it skip)."""
+    """AgentBench's dev splits: ``$AGENTBENCH_DEV_DIR``, else a copy the machine keeps outside
+    the checkout (the two paths below); a missing path when none exists (the tests that need it
+    skip)."""
     import os
 
     candidates = (

@@ -2,7 +2,9 @@
 
 - no subject is spelled outside ``contracts/`` (services ask a ``Names`` for it);
 - no service imports another service's code;
-- ``contracts/`` imports only msgspec and the standard library.
+- ``contracts/`` imports only msgspec and the standard library;
+- only the bus kit and the state room import ``nats``;
+- no two modules of ``aios_rl/`` import each other, directly or through others, at module level.
 """
 
 from __future__ import annotations
@@ -273,4 +275,140 @@ def test_only_the_bus_kit_and_the_state_room_import_nats() -> None:
     assert not bad, (
         "nats imported outside aios_rl/bus and aios_rl/state (use the kit or the room):\n  "
         + "\n  ".join(bad)
+    )
+
+
+# -- import cycles ---------------------------------------------------------------------------------------
+
+
+def _module_level(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node that runs when the module is imported: the module's statements, their blocks
+    (``if``, ``try``, ``with``, ``if TYPE_CHECKING:`` too) and class bodies; not what is inside
+    a function, which runs only when called."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        yield node
+        yield from _module_level(node)
+
+
+def module_imports(
+    tree: ast.Module, module: str, is_package: bool, known: set[str]
+) -> dict[str, int]:
+    """The modules of ``known`` that importing ``module`` imports, at module level, with the
+    line of the first import of each.
+
+    ``from x import y`` is ``x.y`` when that is a module, else ``x``. Importing ``a.b.c`` runs
+    the packages ``a`` and ``a.b`` first, so they count too, except ``module``'s own packages:
+    those are running already (a package importing its submodules is no cycle), unless
+    ``module`` imports a name from one of them."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    own = {".".join(package[:i]) for i in range(1, len(package) + 1)}
+    targets: list[tuple[int, str]] = []
+    for node in _module_level(tree):
+        if isinstance(node, ast.Import):
+            targets += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - (node.level - 1)] if node.level else []
+            source = ".".join([*base, *([node.module] if node.module else [])])
+            for a in node.names:
+                sub = f"{source}.{a.name}"
+                targets.append((node.lineno, sub if sub in known else source))
+    out: dict[str, int] = {}
+    for line, target in targets:
+        parts = target.split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            if name in known and name != module and (name not in own or name == target):
+                out.setdefault(name, line)
+    return out
+
+
+def strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, dict[str, int]]:
+    """module -> {imported module: line} for ``sources`` (module -> (text, is_package))."""
+    known = set(sources)
+    return {
+        module: module_imports(ast.parse(text), module, is_package, known)
+        for module, (text, is_package) in sources.items()
+    }
+
+
+def test_cycle_finder_sees_a_cycle_and_ignores_imports_in_functions() -> None:
+    sources = {
+        "pkg": ("from . import a\n", True),
+        "pkg.a": ("from .b import x\n", False),
+        "pkg.b": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .c import C\n",
+            False,
+        ),
+        "pkg.c": ("from . import a\n\ndef late():\n    from . import d\n", False),
+        "pkg.d": ("import pkg.c\n", False),
+        "pkg.e": ("class E:\n    from pkg import a\n", False),
+        "pkg.f": ("from pkg import something_in_init\n", False),
+    }
+    graph = import_graph(sources)
+    assert graph["pkg.c"] == {"pkg.a": 1}  # the import in late() does not count
+    assert graph["pkg.e"] == {"pkg.a": 2}  # a package importing its own: no edge to itself
+    assert graph["pkg.f"] == {"pkg": 1}  # a name from the package's __init__
+    assert strongly_connected(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_no_import_cycle_among_the_modules_of_aios_rl() -> None:
+    sources = {}
+    for path in python_files("aios_rl"):
+        module, is_package = module_name(path)
+        sources[module] = (path.read_text(encoding="utf-8"), is_package)
+    assert "aios_rl.state._handles" in sources, "the scan missed the state room"
+    graph = import_graph(sources)
+    cycles = strongly_connected(graph)
+    report = [
+        "  "
+        + ", ".join(cycle)
+        + "\n"
+        + "\n".join(
+            f"    {m} imports {other} (line {line})"
+            for m in cycle
+            for other, line in sorted(graph[m].items())
+            if other in cycle
+        )
+        for cycle in cycles
+    ]
+    assert not cycles, (
+        "modules of aios_rl/ that import each other at module level (move what they share to "
+        "the module it belongs to, or to a small one both import):\n" + "\n".join(report)
     )

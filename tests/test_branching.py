@@ -328,8 +328,9 @@ def test_the_hidden_projection_is_fixed_along_a_checkpoint_lineage() -> None:
 
     from aios_rl.student import load_student, new_student
     from aios_rl.student.base import Decision, Regime
-    from aios_rl.student.toytask import ToyTask
     from aios_rl.student.train import UpdateConfig, build_batch, update
+
+    from .toytask import ToyTask
 
     model = new_student("tiny", seed=3)
     projection = model.summary_projection.clone()

@@ -20,7 +20,6 @@ from aios_rl.rollouts.epoch import sample_tasks, split_counts
 from aios_rl.state.checkpoints import CheckpointRegistry
 from aios_rl.state.ledger import Ledger
 from aios_rl.student import new_student
-from aios_rl.student.toytask import COLOURS, ToyTask
 from aios_rl.student.train import UpdateConfig, build_batch, update
 from contracts import (
     BranchingSettings,
@@ -55,6 +54,7 @@ from services.trainer.settings import TrainerServiceSettings
 
 from .support import eventually, running
 from .toy_runner import build_toy_runner
+from .toytask import COLOURS, ToyTask
 
 # -- pure ---------------------------------------------------------------------------------------------
 

@@ -39,7 +39,6 @@ from aios_rl.state.control import ControlStore
 from aios_rl.state.ledger import Ledger
 from aios_rl.state.tasks import task_ids
 from aios_rl.student import load_student, new_student
-from aios_rl.student.toytask import ToyTask
 from aios_rl.student.train import build_batch, update, update_config
 from contracts import (
     ActRequest,
@@ -54,6 +53,7 @@ from services.trainer.settings import TrainerServiceSettings
 
 from .support import eventually, running
 from .test_student_hf import HAVE_TRANSFORMERS, tiny_lm, tokenizer  # noqa: F401 - a fixture
+from .toytask import ToyTask
 
 AIOS = [sys.executable, "-m", "aios_rl.cli"]
 

@@ -13,7 +13,6 @@ import pytest
 
 from aios_rl.bus import Bus, RemoteError
 from aios_rl.state.checkpoints import CheckpointRegistry
-from aios_rl.student.toytask import ToyTask
 from contracts import (
     ActRequest,
     ActResponse,
@@ -25,6 +24,8 @@ from contracts import (
     TrainerUpdateResult,
     TrajectoryStep,
 )
+
+from .toytask import ToyTask
 
 
 async def _start(

@@ -18,9 +18,10 @@ from aios_rl.student.losses import (
     kl_penalty,
 )
 from aios_rl.student.tiny import sample_index
-from aios_rl.student.toytask import ToyTask
 from aios_rl.student.train import UpdateConfig, build_batch, update
 from contracts import Episode, TeacherHint, TeacherSignal, TrajectoryStep
+
+from .toytask import ToyTask
 
 torch.set_num_threads(1)
 

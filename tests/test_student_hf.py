@@ -24,9 +24,10 @@ from aios_rl.student import (
     load_student,
     new_student,
 )
-from aios_rl.student.toytask import one_step_episode
 from aios_rl.student.train import UpdateConfig, build_batch, update
 from contracts import Episode, TrajectoryStep
+
+from .toytask import one_step_episode
 
 
 def _importable(name: str) -> bool:

@@ -24,7 +24,6 @@ from aios_rl.student.minilm import (
     encoder_source,
     load_encoder,
 )
-from aios_rl.student.toytask import ToyTask
 from aios_rl.student.train import UpdateConfig, build_batch, update
 from contracts import (
     ActRequest,
@@ -38,6 +37,8 @@ from services.sampler.main import build
 from services.sampler.settings import SamplerSettings
 from services.trainer.settings import TrainerServiceSettings
 from tests.support import running
+
+from .toytask import ToyTask
 
 pytestmark = pytest.mark.timeout(180)
 torch.set_num_threads(1)

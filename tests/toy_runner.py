@@ -1,4 +1,4 @@
-"""A runner for the toy contextual-decision task (``aios_rl.student.toytask``), for tests of the
+"""A runner for the toy contextual-decision task (``tests/toytask.py``), for tests of the
 whole loop before a real environment is in: it pulls ``rollout.job.orchestrator``, asks the
 sampler for the action, and publishes the rewarded-by-rule episode straight to
 ``episode.taught`` (these tests run without a teacher)."""
@@ -9,8 +9,9 @@ import random
 import time
 
 from aios_rl.bus import Bus, Service
-from aios_rl.student.toytask import BUTTONS, ToyTask
 from contracts import ActRequest, ActResponse, Episode, RolloutJob, Timings, TrajectoryStep
+
+from .toytask import BUTTONS, ToyTask
 
 
 def build_toy_runner(bus: Bus) -> Service:

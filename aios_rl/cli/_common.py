@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 
 from aios_rl.errors import AiosError
@@ -40,6 +41,7 @@ __all__ = [
     "port",
     "positive",
     "positive_float",
+    "print_json",
     "read_state",
     "run_until_interrupt",
     "store_arg",
@@ -359,6 +361,11 @@ def read_state(args: argparse.Namespace, name: str, *, serve: bool = True, creat
         serve=serve,
         create=create,
     )
+
+
+def print_json(doc: object) -> None:
+    """One JSON document on stdout."""
+    sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
 
 
 def make_console(args: argparse.Namespace | None = None) -> Console:

@@ -34,6 +34,7 @@ from ._common import (
     json_arg,
     make_console,
     positive,
+    print_json,
     read_state,
     store_arg,
     training_args,
@@ -237,8 +238,6 @@ def _images_list(args: argparse.Namespace) -> int:
             }
         )
     if args.json:
-        from .shell import print_json
-
         print_json({"home": str(images_home()), "images": rows})
         return 0
     table = Table(title=f"agentbench OS images in {images_home()}")
@@ -305,8 +304,6 @@ def _verify(args: argparse.Namespace) -> int:
     every = [c for checks in results.values() for c in checks]
     ok = all(c.passed for c in every)
     if args.json:
-        from .shell import print_json
-
         print_json(
             {
                 "split": args.split,
@@ -351,7 +348,7 @@ def _eval(args: argparse.Namespace) -> int:
     from ..envs.registry import task_store
     from ..stack.embedded import StackError, stack
     from ._training import check_student, check_text_student, embedded_options
-    from .shell import _summary_table, evaluate, print_json, resolve
+    from .shell import _summary_table, evaluate, resolve
 
     check_student(args)
     env = f"agentbench_{args.env}"

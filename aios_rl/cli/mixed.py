@@ -33,6 +33,7 @@ from ._common import (
     insecure_arg,
     json_arg,
     positive,
+    print_json,
     store_arg,
     training_args,
 )
@@ -50,7 +51,6 @@ from .shell import (
     evaluate,
     make_console,
     needs_of,
-    print_json,
     resolve,
     run_shell_eval,
     run_shell_train,

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -33,6 +31,7 @@ from ..stack.embedded import StackError, active_checkpoint, stack
 from ..state.checkpoints import CheckpointRegistry, UnknownCheckpointError
 from ..state.control import ControlStore
 from ..state.ledger import Ledger
+from . import shell_import
 from ._common import (
     CliError,
     branching_spec,
@@ -40,6 +39,7 @@ from ._common import (
     eval_args,
     make_console,
     positive,
+    print_json,
     training_args,
     url,
 )
@@ -64,7 +64,6 @@ __all__ = [
     "ensure_tasks",
     "evaluate",
     "make_console",
-    "print_json",
     "run_shell_eval",
     "run_shell_train",
     "train_and_report",
@@ -110,9 +109,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     eval_args(ev, limit=50, splits=("heldout", "train", "real", "real-heldout"))
     ev.set_defaults(run=_on_a_stack(run_shell_eval))
 
-    from .shell_import import add as add_import
-
-    add_import(shell_sub)
+    shell_import.add(shell_sub)
 
 
 def _on_a_stack(
@@ -324,11 +321,6 @@ def _summary_table(title: str, summaries: dict[str, EvalSummary]) -> Table:
             str(s.blocked),
         )
     return table
-
-
-def print_json(doc: object) -> None:
-    """One JSON document on stdout."""
-    sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
 
 
 def _stack(args: argparse.Namespace, console: Console, needs: set[str]):  # type: ignore[no-untyped-def]

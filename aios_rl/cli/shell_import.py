@@ -40,8 +40,16 @@ from ..envs.shell.repo import (
 from ..envs.shell.sandbox import SandboxConfig, SandboxUnavailable, policy_executor
 from ..envs.shell.store import ShellTaskStore, write_dir
 from ..stack.embedded import NoStoreError, StackError
-from ._common import CliError, bus_args, json_arg, make_console, positive, read_state, store_arg
-from .shell import print_json
+from ._common import (
+    CliError,
+    bus_args,
+    json_arg,
+    make_console,
+    positive,
+    print_json,
+    read_state,
+    store_arg,
+)
 
 __all__ = ["add"]
 

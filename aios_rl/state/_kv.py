@@ -8,7 +8,7 @@ Why not ``kv.history()`` / ``kv.keys()`` / ``kv.watch()`` directly:
 
 - ``history()`` and ``keys()`` decide they are done from a consumer-info snapshot taken while
   messages are already flowing, so under concurrent writes they can stop early (see
-  NOTES-NATS.md). :func:`read` first asks the stream for the last sequence the pattern holds and
+  docs/nats-notes.md). :func:`read` first asks the stream for the last sequence the pattern holds and
   then reads an ordered consumer until it has seen that sequence: complete by construction.
 - KV watchers are ordered push consumers that can stall silently after a server restart.
   :class:`KvWatch` re-creates its consumer, from the revision after the last one it yielded,

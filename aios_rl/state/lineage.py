@@ -2,7 +2,7 @@
 
 No NATS here; :mod:`aios_rl.state.checkpoints` applies these rules with one compare-and-set each.
 
-The rules (ARCHITECTURE.md, "Checkpoint lineage"):
+The rules (the design's checkpoint lineage):
 
 - **advance** to ``new``: ``active`` becomes ``new`` and the ``active`` from before becomes
   ``pre_update_ref``. The first advance (no ``active`` yet) also sets ``last_stable``.

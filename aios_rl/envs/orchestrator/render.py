@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from contracts import OrchestratorTask
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .sim import State
+from .stages import State, offered
 
 __all__ = ["HELDOUT_TEMPLATES", "TEMPLATES", "TRAIN_TEMPLATES", "observation"]
 
@@ -294,8 +292,6 @@ def _names(rng: random.Random, k: int) -> str:
 
 def observation(task: OrchestratorTask, s: State, rng: random.Random) -> str:
     """The observation of ``s`` on ``task`` in its template, details drawn from ``rng``."""
-    from .sim import offered
-
     t = TEMPLATES[task.template]
     item = task.item
     assert item is not None

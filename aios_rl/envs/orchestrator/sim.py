@@ -39,11 +39,11 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-from dataclasses import dataclass, field
 
 from contracts import OrchestratorTask, Outcome
 
 from . import render
+from .stages import DECISIONS, State, offered
 
 __all__ = [
     "COMPUTE_UNIT_COST",
@@ -57,18 +57,11 @@ __all__ = [
     "imported_reward",
     "normalise",
     "observe",
+    "offered",
     "reward_of",
     "start",
     "step",
 ]
-
-DECISIONS: dict[str, tuple[str, ...]] = {
-    "preflight": ("pass", "block", "fix first", "ask for information"),
-    "dispatch": ("send to a subagent", "dry-run first", "ask a human to approve"),
-    "clarity": ("needs a human", "retry", "proceed on a stated assumption", "re-plan"),
-    "quality": ("accept", "request rework", "escalate", "roll back"),
-}
-"""The decisions offered at each stage (the candidates, in this order)."""
 
 HUMAN_MINUTE_COST = 0.01
 COMPUTE_UNIT_COST = 0.03
@@ -87,44 +80,6 @@ MAX_BLOCKED = 3
 """Clarity decisions at one checkpoint before the run is abandoned."""
 MAX_INVALID = 3
 """Unparsable decisions in a row before the run is abandoned."""
-
-
-@dataclass(frozen=True)
-class State:
-    """Where a run stands (immutable: :func:`step` returns a new one)."""
-
-    stage: str
-    tests: str  # green / broken / flaky, as the branch is now
-    ambiguous: bool
-    secret: bool
-    mode: str = ""  # how it was dispatched: subagent / dry-run / gated
-    blocked: bool = False  # the checkpoint is still in the way
-    block_tries: int = 0
-    bugs: int = 0  # real test failures left in the result
-    wrong: bool = False  # the result misread the request
-    harm: bool = False  # a live change is breaking production
-    preview: bool = False  # an irreversible dry-run preview waits for a human
-    human_minutes: int = 0
-    compute: int = 0
-    incidents: int = 0
-    invalid: int = 0
-    done: bool = False
-    outcome: str = ""
-    history: tuple[str, ...] = field(default=())
-
-    def cost(self, *, minutes: int = 0, units: int = 0, incidents: int = 0) -> State:
-        return dataclasses.replace(
-            self,
-            human_minutes=self.human_minutes + minutes,
-            compute=self.compute + units,
-            incidents=self.incidents + incidents,
-        )
-
-    def then(self, note: str, **changes: object) -> State:
-        return dataclasses.replace(self, history=(*self.history, note), invalid=0, **changes)  # type: ignore[arg-type]
-
-    def end(self, outcome: str, note: str) -> State:
-        return self.then(note, done=True, outcome=outcome)
 
 
 def _risky(task: OrchestratorTask) -> bool:
@@ -179,15 +134,6 @@ def _decision(stage: str, action: str, offered: tuple[str, ...]) -> str | None:
         if normalise(d) == want:
             return d
     return None
-
-
-def offered(task: OrchestratorTask, s: State) -> tuple[str, ...]:
-    """The decisions offered in ``s`` (none once the run is over)."""
-    if s.done:
-        return ()
-    if task.kind == "imported" and task.logged is not None:
-        return tuple(task.logged.candidates) or DECISIONS[task.logged.stage]
-    return DECISIONS[s.stage]
 
 
 def step(task: OrchestratorTask, s: State, action: str) -> State:

@@ -1,4 +1,4 @@
-"""A small pure contextual-decision task: the learning proof and the trainer benchmark use it.
+"""A small pure contextual-decision task: the learning proof and the trainer benchmarks use it.
 
 An observation names a colour; four buttons are offered in random order; one button is right for
 each colour by a hidden rule. Chance is 25 %. Episodes are one step long and carry the real
@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import random
 
+from aios_rl.student.base import ActOutput, Decision, Regime, StudentBackend
 from contracts import Episode, TrajectoryStep
-
-from .base import ActOutput, Decision, Regime, StudentBackend
 
 __all__ = ["ToyTask", "one_step_episode"]
 
