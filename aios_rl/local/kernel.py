@@ -73,9 +73,15 @@ EVAL_REGIME = DecodingRegime(temperature=0.1)
 
 class Rollouts:
     """Runs rollout jobs in this process: per environment a host, every task by id, one
-    policy; ``workers`` episodes at a time (the student's calls are serialised by the event
-    loop, the environments' work overlaps). Each environment's step limit is its runner's
-    (``settings``: the environment's runner settings, its defaults where not given).
+    policy; ``workers`` episodes of each environment at a time (one number for all, or one per
+    environment; the student's calls are serialised by the event loop, the environments' work
+    overlaps). Each environment's step limit is its runner's (``settings``, else the host's own
+    settings, else the registry's defaults).
+
+    ``attempts``: how many times an episode runs when its environment crashed (a ``blocked``
+    episode whose error is the environment's, e.g. a page that did not load in time under
+    load); the same job again gives the same decisions, so a retry only replaces a crash.
+    Retried jobs are listed in ``retries``.
 
     :meth:`open` makes the hosts from the environment registry and closes them at exit."""
 
@@ -85,14 +91,29 @@ class Rollouts:
         tasks: Mapping[str, Any],
         policy: LocalPolicy,
         *,
-        workers: int = 2,
+        workers: int | Mapping[str, int] = 2,
         settings: Mapping[str, RunnerSettings] | None = None,
+        attempts: int = 1,
     ) -> None:
+        if attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {attempts}.")
         self.hosts = dict(hosts)
         self.tasks = dict(tasks)
         self.policy = policy
-        self.slots = asyncio.Semaphore(workers)
-        self.settings = {env: (settings or {}).get(env) or runner_settings(env) for env in hosts}
+        self.slots = {
+            env: asyncio.Semaphore(workers if isinstance(workers, int) else workers.get(env, 2))
+            for env in self.hosts
+        }
+        self.attempts = attempts
+        self.retries: list[str] = []
+        self.settings: dict[str, RunnerSettings] = {
+            env: (settings or {}).get(env)
+            or getattr(host, "settings", None)
+            or runner_settings(env)
+            for env, host in self.hosts.items()
+        }
+        """Per environment, the runner settings whose step limit applies (given, the host's,
+        or the registry's defaults)."""
         self.episodes = 0
 
     @classmethod
@@ -103,7 +124,7 @@ class Rollouts:
         tasks: Mapping[str, Any],
         policy: LocalPolicy,
         *,
-        workers: int = 2,
+        workers: int | Mapping[str, int] = 2,
     ) -> AsyncIterator[Rollouts]:
         """Rollouts on a host per environment, each made from its runner settings (the
         registry's defaults for a name alone), closed at exit."""
@@ -131,14 +152,21 @@ class Rollouts:
         host = self.hosts.get(job.environment)
         if host is None:
             raise KeyError(f"no {job.environment} host in this kernel (has {sorted(self.hosts)})")
-        async with self.slots:
-            ep = await run_episode(
-                host,
-                job,
-                self.task,
-                self.policy.act,
-                max_steps=self.settings[job.environment].max_steps,
+        for attempt in range(1, self.attempts + 1):
+            async with self.slots[job.environment]:
+                ep = await run_episode(
+                    host,
+                    job,
+                    self.task,
+                    self.policy.act,
+                    max_steps=self.settings[job.environment].max_steps,
+                )
+            crashed = ep.outcome == "blocked" and ep.info.get("error", "").startswith(
+                "environment:"
             )
+            if not crashed or attempt == self.attempts:
+                break
+            self.retries.append(f"{job.episode_id}: {ep.info['error'][:120]}")
         self.episodes += 1
         return ep
 

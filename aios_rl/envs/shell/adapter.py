@@ -122,9 +122,17 @@ class ShellEnv:
 class ShellHost:
     """One runner process's sandbox and task-directory folder."""
 
-    def __init__(self, settings: ShellRunnerSettings, executor: Executor | None = None) -> None:
+    def __init__(
+        self,
+        settings: ShellRunnerSettings,
+        executor: Executor | None = None,
+        config: ShellEnvConfig | None = None,
+    ) -> None:
+        """``config``: the episodes' configuration when not the one ``settings`` give (an
+        ablation of the observation or the offered edits)."""
+        self.settings = settings
         self.executor = executor or executor_for(settings)
-        self.config = ShellEnvConfig(
+        self.config = config or ShellEnvConfig(
             max_steps=settings.max_steps,
             observation_chars=settings.observation_chars,
             allow_free_text=settings.allow_free_text,
