@@ -4,7 +4,6 @@ nats-server (in-process, and as a subprocess killed mid-stream and started again
 from __future__ import annotations
 
 import asyncio
-import itertools
 import math
 import os
 import random
@@ -37,12 +36,10 @@ from services.comparison.logic import (
     CompareRule,
     TaskStats,
     add_episode,
-    bootstrap_ci,
     check_stats,
     decide,
     epoch_verdict,
     expire,
-    sign_test_p,
 )
 from services.comparison.main import build
 from services.comparison.settings import ComparisonSettings
@@ -282,36 +279,6 @@ def test_settings_reject_bad_values(bad: dict[str, float]) -> None:
 # -- pure: the epoch verdict -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("wins", "losses", "p"),
-    [
-        (0, 0, 1.0),
-        (1, 0, 1.0),  # 2 * 1/2
-        (1, 1, 1.0),
-        (3, 0, 0.25),  # 2 * 1/8
-        (5, 0, 0.0625),  # 2 * 1/32
-        (0, 5, 0.0625),
-        (6, 0, 0.03125),  # 2 * 1/64: the fewest tasks that clear 0.95
-        (8, 0, 0.0078125),  # 2 * 1/256
-        (6, 2, 0.2890625),  # 2 * (1 + 8 + 28) / 256
-        (9, 1, 0.021484375),  # 2 * (1 + 10) / 1024
-        (10, 5, 0.3017578125),  # 2 * (1 + 15 + 105 + 455 + 1365 + 3003) / 32768
-    ],
-)
-def test_sign_test_hand_computed(wins: int, losses: int, p: float) -> None:
-    assert sign_test_p(wins, losses) == p
-
-
-def test_sign_test_matches_enumeration() -> None:
-    for n in range(1, 11):
-        for wins in range(n + 1):
-            observed = abs(wins - n / 2)
-            extreme = sum(
-                abs(sum(bits) - n / 2) >= observed for bits in itertools.product((0, 1), repeat=n)
-            )
-            assert sign_test_p(wins, n - wins) == pytest.approx(extreme / 2**n), (wins, n)
-
-
 def paired(
     deltas: list[float], *, ref_mean: float = 0.4
 ) -> tuple[list[TaskStats], list[TaskStats]]:
@@ -418,11 +385,6 @@ def test_bootstrap_is_seeded_and_deterministic() -> None:
         first.ci_low,
         first.ci_high,
     )
-    values = [0.1, 0.5, -0.2]
-    ci = bootstrap_ci(values, confidence=0.9, resamples=500, seed=3)
-    assert ci == bootstrap_ci(values, confidence=0.9, resamples=500, seed=3)
-    assert min(values) <= ci[0] <= ci[1] <= max(values)
-    assert bootstrap_ci([0.3], confidence=0.95, resamples=50, seed=0) == (0.3, 0.3)
 
 
 @pytest.mark.parametrize("bad", [dict(confidence=1.0), dict(confidence=0.0), dict(margin=-0.1)])

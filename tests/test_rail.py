@@ -19,9 +19,9 @@ from aios_rl.rail.scorer import (
     promote,
     recency_weights,
     weighted_huber,
-    wilson,
 )
 from aios_rl.rollouts import reward_contrast
+from aios_rl.stats import wilson
 from contracts import CONTEXT_DIM, CONTEXT_LAYOUT, DecodingRegime, RolloutSummary
 from contracts.rail import HOT, NEUTRAL, RailCandidate, RailDecideRequest, RailSettings, RailTrace
 
@@ -113,11 +113,13 @@ def test_the_promotion_rule_at_its_boundaries() -> None:
     bar = {"min_traces": 16, "margin": 0.05, "z": 1.28}
     assert not promote(15, 15, **bar)  # too few, however good
     # Over 16 traces the lower bound clears 0.55 from 12 agreeing (75 %), not at 11 (69 %).
-    assert wilson(12, 16, 1.28)[0] > 0.55 > wilson(11, 16, 1.28)[0]
+    assert wilson(12, 16, 1.28).low > 0.55 > wilson(11, 16, 1.28).low
     assert promote(12, 16, **bar) and not promote(11, 16, **bar)
     # The bar tightens with few traces: 62.5 % is enough over 160, not over 16.
     assert promote(100, 160, **bar) and not promote(10, 16, **bar) and not promote(95, 160, **bar)
     assert demote(6, 16, **bar) and not demote(7, 16, **bar) and not demote(0, 15, **bar)
+    free = {**bar, "min_traces": 0}  # no prediction yet: neither way, whatever the bar
+    assert not promote(0, 0, **free) and not demote(0, 0, **{**free, "margin": 0.6})
     assert agreement([0.1, -0.1, 0.0, 0.2], [0.05, 0.0, 0.0, -0.1]) == (3, 4)
     assert gate(0.01, 0.0) and not gate(0.0, 0.0) and not gate(0.04, 0.05)
 

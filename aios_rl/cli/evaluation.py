@@ -2,18 +2,16 @@
 their episodes say, with confidence intervals.
 
 :func:`summarize` is pure: success and partial rates with Wilson score intervals, mean reward
-with a percentile bootstrap interval (seeded). :func:`run_eval` publishes one job per task on
-``rollout.job.<env>`` and gathers the ``episode.completed.<env>`` episodes back; ``eval``
-episodes pass through the pipeline like any other but never train the student (the trainer,
-replay lanes and comparison take ``rollout`` episodes only).
+with a percentile bootstrap interval (seeded), both from :mod:`aios_rl.stats`.
+:func:`run_eval` publishes one job per task on ``rollout.job.<env>`` and gathers the
+``episode.completed.<env>`` episodes back; ``eval`` episodes pass through the pipeline like any
+other but never train the student (the trainer, replay lanes and comparison take ``rollout``
+episodes only).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
-import random
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,51 +19,12 @@ from dataclasses import dataclass
 from contracts import DecodingRegime, Episode, RolloutJob, job_max_steps
 
 from ..bus import Bus
+from ..stats import Interval, bootstrap_mean, wilson
 
-__all__ = ["EVAL_REGIME", "EvalSummary", "Interval", "run_eval", "summarize", "wilson"]
-
-Z95 = 1.959963984540054
+__all__ = ["EVAL_REGIME", "EvalSummary", "run_eval", "summarize"]
 
 EVAL_REGIME = DecodingRegime(temperature=0.1)
 """Near-greedy decoding: what the policy would do, seeded so a run repeats."""
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A point estimate with a 95 % interval."""
-
-    value: float
-    low: float
-    high: float
-
-    def pct(self) -> str:
-        return f"{100 * self.value:.1f}% [{100 * self.low:.1f}, {100 * self.high:.1f}]"
-
-    def num(self) -> str:
-        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
-
-
-def wilson(successes: int, n: int, z: float = Z95) -> Interval:
-    """The Wilson score interval of a binomial proportion (``n`` > 0)."""
-    if n <= 0:
-        raise ValueError("an interval needs at least one trial")
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Interval(p, max(0.0, centre - half), min(1.0, centre + half))
-
-
-def bootstrap_mean(values: Sequence[float], *, resamples: int = 2000, seed: int = 0) -> Interval:
-    """The mean with a 95 % percentile bootstrap interval (seeded, so reproducible)."""
-    if not values:
-        raise ValueError("an interval needs at least one value")
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
-    return Interval(
-        statistics.fmean(values), means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
-    )
 
 
 @dataclass(frozen=True)

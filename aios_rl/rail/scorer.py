@@ -4,7 +4,6 @@ action, fitted with a recency-weighted Huber loss; and the promotion rule. No NA
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Sequence
 
 import torch
@@ -12,6 +11,8 @@ from torch import nn
 
 from contracts import DecodingRegime
 from contracts.rail import CONTEXT_DIM
+
+from ..stats import wilson
 
 __all__ = [
     "GAIN_SCALE",
@@ -24,7 +25,6 @@ __all__ = [
     "promote",
     "recency_weights",
     "weighted_huber",
-    "wilson",
 ]
 
 GAIN_SCALE = 10.0
@@ -143,28 +143,18 @@ def agreement(predicted: Sequence[float], realized: Sequence[float]) -> tuple[in
     return k, len(realized)
 
 
-def wilson(k: int, n: int, z: float) -> tuple[float, float]:
-    """Wilson score interval of ``k`` successes in ``n`` at width ``z`` ((0, 1) for n = 0)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def promote(k: int, n: int, *, min_traces: int, margin: float, z: float) -> bool:
     """Shadow -> live: at least ``min_traces`` out-of-sample predictions, and the lower Wilson
     bound of their sign agreement above ``0.5 + margin`` (a bar that tightens the fewer traces
-    there are)."""
-    return n >= min_traces and wilson(k, n, z)[0] > 0.5 + margin
+    there are). Never without a prediction."""
+    return n > 0 and n >= min_traces and wilson(k, n, z).low > 0.5 + margin
 
 
 def demote(k: int, n: int, *, min_traces: int, margin: float, z: float) -> bool:
     """Live -> shadow: at least ``min_traces`` live predictions, and the upper Wilson bound of
     their sign agreement below ``0.5 + margin`` (confidently under the bar it was promoted
-    over)."""
-    return n >= min_traces and wilson(k, n, z)[1] < 0.5 + margin
+    over). Never without a prediction."""
+    return n > 0 and n >= min_traces and wilson(k, n, z).high < 0.5 + margin
 
 
 def gate(predicted_gain: float, eta: float) -> bool:

@@ -1,4 +1,5 @@
-"""Comparison, pure: no NATS here, only the standard library (and msgspec for the stored shapes).
+"""Comparison, pure: no NATS here, only the standard library (and msgspec for the stored shapes,
+:mod:`aios_rl.stats` for the sign test and the bootstrap).
 
 **Statistics.** For each (task, checkpoint) we keep :class:`TaskStats`: every episode counted once
 (its id is remembered), its outcome counted, and — unless it is ``blocked`` — its reward added to
@@ -34,10 +35,11 @@ the first ``min_reference_runs`` reference runs but before the rest sees only th
 **Epoch rule** (:func:`epoch_verdict`): over the tasks where both checkpoints have scored runs
 (the requested ones, or all shared), ``delta_t = mean(candidate) - mean(reference)``. A task is a
 win when ``delta_t > margin``, a loss when ``delta_t < -margin``, else a tie. The sign test is the
-exact two-sided binomial test on wins vs losses (ties dropped):
-``p = min(1, 2 * sum_{i <= min(w, l)} C(w + l, i) / 2^(w + l))``. The bootstrap resamples the
-per-task deltas (``random.Random(seed)``, tasks sorted by id) and takes the percentile interval of
-the resampled means at ``confidence``. With ``alpha = 1 - confidence``:
+exact two-sided binomial test on wins vs losses (ties dropped, :func:`aios_rl.stats.sign_test_p`):
+``p = min(1, 2 * sum_{i <= min(w, l)} C(w + l, i) / 2^(w + l))``. The bootstrap
+(:func:`aios_rl.stats.bootstrap_mean`) resamples the per-task deltas (``random.Random(seed)``,
+tasks sorted by id) and takes the percentile interval of the resampled means at ``confidence``
+(quantiles interpolated linearly between the closest ranks). With ``alpha = 1 - confidence``:
 
 - ``better`` iff ``mean_delta > margin`` and ``ci_low > 0`` and ``wins > losses`` and
   ``p <= alpha``;
@@ -62,12 +64,12 @@ zero and enough tasks agree in sign. At ``confidence = 0.95`` that takes at leas
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Iterable
 
 import msgspec
 
+from aios_rl.stats import bootstrap_mean, sign_test_p
 from contracts import (
     ComparisonResult,
     EnvVerdict,
@@ -87,7 +89,6 @@ __all__ = [
     "PendingComparison",
     "TaskStats",
     "add_episode",
-    "bootstrap_ci",
     "check_pending",
     "check_stats",
     "checked_reward",
@@ -96,7 +97,6 @@ __all__ = [
     "expire",
     "mark_compared",
     "reference_for",
-    "sign_test_p",
     "with_comparison",
 ]
 
@@ -395,41 +395,6 @@ def mark_compared(result: ComparisonResult | None, *, now: float | None = None) 
 # -- the epoch verdict ------------------------------------------------------------------------------
 
 
-def sign_test_p(wins: int, losses: int) -> float:
-    """Exact two-sided sign test: the probability, under a fair coin, of a split at least as
-    lopsided as ``wins`` vs ``losses``. 1.0 when there is nothing to test."""
-    n = wins + losses
-    if n == 0:
-        return 1.0
-    k = min(wins, losses)
-    tail = sum(math.comb(n, i) for i in range(k + 1))
-    return min(1.0, 2 * tail / 2**n)
-
-
-def bootstrap_ci(
-    values: list[float], *, confidence: float, resamples: int, seed: int
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``values``: ``resamples`` means of ``len``
-    draws with replacement from ``random.Random(seed)``, sorted; the bounds are the nearest-rank
-    quantiles ``alpha/2`` and ``1 - alpha/2``. Deterministic for a seed and an order of values.
-    Raises ``ValueError`` for no values, a confidence outside (0, 1) or no resamples."""
-    if not values:
-        raise ValueError("bootstrap needs at least one value")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples}")
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples))
-    alpha = 1.0 - confidence
-
-    def quantile(q: float) -> float:
-        return means[min(resamples - 1, max(0, math.ceil(q * resamples) - 1))]
-
-    return quantile(alpha / 2), quantile(1.0 - alpha / 2)
-
-
 def _sound(stats: TaskStats) -> bool:
     try:
         check_stats(stats)
@@ -461,8 +426,9 @@ def _test(
     wins = sum(v > req.margin + EPS for v in values)
     losses = sum(v < -req.margin - EPS for v in values)
     p = sign_test_p(wins, losses)
-    mean_delta = math.fsum(values) / len(values)
-    lo, hi = bootstrap_ci(values, confidence=req.confidence, resamples=resamples, seed=seed)
+    mean_delta, lo, hi = bootstrap_mean(
+        values, confidence=req.confidence, resamples=resamples, seed=seed
+    )
     significant = p <= 1.0 - req.confidence + EPS
     if mean_delta > req.margin + EPS and lo > 0 and wins > losses and significant:
         verdict: Verdict = "better"
