@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from statistics import fmean
 
 import pytest
 import pytest_asyncio
@@ -168,10 +169,6 @@ async def run_through_the_stack(
     return got
 
 
-def mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs)
-
-
 async def test_an_oracle_policy_on_the_bus_reaches_the_best_reward(
     runner_stack: RunnerStack,
 ) -> None:
@@ -184,8 +181,8 @@ async def test_an_oracle_policy_on_the_bus_reaches_the_best_reward(
         outcome, reward, states = best[t.task_id]
         assert (ep.outcome, ep.env_reward) == (outcome, pytest.approx(reward)), t.task_id
         assert len(ep.trajectory) == len(states)
-    through_stack = mean([got[t.task_id].env_reward for t in HELDOUT])
-    in_process = mean([best[t.task_id][1] for t in HELDOUT])
+    through_stack = fmean([got[t.task_id].env_reward for t in HELDOUT])
+    in_process = fmean([best[t.task_id][1] for t in HELDOUT])
     print(
         f"oracle through the stack: {through_stack:.3f} (in process {in_process:.3f}), {took:.1f} s"
     )
@@ -197,7 +194,7 @@ async def test_a_random_policy_through_the_same_path_is_far_below_it(
     runner_stack: RunnerStack,
 ) -> None:
     got = await run_through_the_stack(runner_stack, BusPolicy(uniform), HELDOUT, "random")
-    through_stack = mean([got[t.task_id].env_reward for t in HELDOUT])
+    through_stack = fmean([got[t.task_id].env_reward for t in HELDOUT])
     best = baselines.evaluate(HELDOUT, baselines.oracle)
     print(f"random through the stack: {through_stack:.3f} (oracle {best:.3f})")
     assert through_stack < 0.5 * best
