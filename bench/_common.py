@@ -1,6 +1,7 @@
-"""Helpers every bench shares: the command line, machine facts, percentiles, summary
-statistics, an embedded nats-server with the stack provisioned, services started as
-subprocesses, and writing a results table as markdown (for people) and JSON (for scripts).
+"""Helpers every bench shares: the command line, machine facts, summary statistics (medians;
+quantiles and intervals come from :mod:`aios_rl.stats`), an embedded nats-server with the stack
+provisioned, services started as subprocesses, and writing a results table as markdown (for
+people) and JSON (for scripts).
 
 A bench's ``main`` reads, top to bottom::
 
@@ -57,7 +58,6 @@ __all__ = [
     "markdown_table",
     "median",
     "nats_server",
-    "percentile",
     "print_rows",
     "report",
     "report_checks",
@@ -97,21 +97,6 @@ class Row:
         if self.higher_is_better:
             return self.ours / self.baseline if self.baseline else float("inf")
         return self.baseline / self.ours if self.ours else float("inf")
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) of ``values``, interpolating linearly between the two
-    nearest ranks (numpy's default). Raises ``ValueError`` on an empty sequence or a ``q``
-    outside 0..100."""
-    if not values:
-        raise ValueError("percentile of an empty sequence is undefined.")
-    if not 0.0 <= q <= 100.0:
-        raise ValueError(f"percentile q={q} is outside 0..100.")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def median(values: Iterable[float]) -> float:
@@ -174,7 +159,7 @@ def load_average() -> list[float]:
 
 def machine_info(packages: Sequence[str] = ()) -> dict[str, Any]:
     """What the numbers were measured on: CPU model, cores (and how many this process may use),
-    RAM, OS, Python, the nats-server binary's version, the versions of ``packages``
+    RAM, OS, Python, the nats-server binary's version, the code's commit, the versions of ``packages``
     (distribution names, e.g. ``msgspec``, ``nats-py``, ``torch``) and the load average now
     (call it before measuring; add ``load_avg_end`` after)."""
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -188,7 +173,31 @@ def machine_info(packages: Sequence[str] = ()) -> dict[str, Any]:
         "nats_server": _nats_server_version(),
         "packages": {name: _package_version(name) for name in packages},
         "load_avg": load_average(),
+        "code": code_version(),
     }
+
+
+def code_version() -> str:
+    """The commit the run's code is (``git describe``-like: short hash, ``-dirty`` with
+    uncommitted changes), or ``unknown`` outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=BENCH_DIR,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=BENCH_DIR,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head}-dirty" if dirty else head
 
 
 def command_line() -> str:
@@ -239,6 +248,7 @@ def write_results(
         "",
         f"- date: {now.isoformat()}",
         f"- command: `{cmd}`",
+        f"- code: {machine.get('code', code_version())}",
         f"- machine: {machine['cpu']}, {machine['cores']} cores ({machine['cores_usable']} usable), "
         f"{machine['ram_gib']} GiB RAM, {machine['os']}",
         f"- software: Python {machine['python']}, nats-server {machine['nats_server']}, {pkgs}",

@@ -33,14 +33,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import statistics
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 import psutil
 from rich.console import Console
 
@@ -49,6 +52,7 @@ from aios_rl.envs.browser.adapter import CHROMIUM_ARGS, BrowserHost, BrowserRunn
 from aios_rl.envs.browser.miniwob import MINIWOB_TASKS
 from aios_rl.envs.browser.store import BrowserTaskStore, browser_task_id
 from aios_rl.stack.natsd import NatsServer
+from bench import _common
 from contracts import ActRequest, ActResponse, BrowserTask, Episode, Names, RolloutJob
 
 
@@ -402,10 +406,6 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict[str, Any]:
     return {"pool": pool, "runners": runners}
 
 
-def mean(values: list[float]) -> float:
-    return sum(values) / len(values)
-
-
 def build_rows(res: dict[str, Any], s: Settings) -> list[_common.Row]:
     pool, runners = res["pool"], res["runners"]
     phases = runners["phases"]
@@ -436,7 +436,7 @@ def build_rows(res: dict[str, Any], s: Settings) -> list[_common.Row]:
                 f"memory per runner, RSS (process + driver + Chromium), mean of {n} after the "
                 f"{n}-replica phase (vs runner 1 after its warm-up)",
                 "MiB",
-                mean([m["rss_mib"] for m in p["memory"]]),
+                statistics.fmean([m["rss_mib"] for m in p["memory"]]),
                 warm["rss_mib"],
                 higher_is_better=False,
                 samples={"ours": [m["rss_mib"] for m in p["memory"]]},

@@ -36,10 +36,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
-import _baseline
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 import msgspec
 import nats.errors
 from nats.js import JetStreamContext
@@ -47,6 +48,8 @@ from rich.console import Console
 
 import contracts
 from aios_rl.bus import Bus, connect, provision
+from aios_rl.stats import quantile
+from bench import _baseline, _common
 from contracts import Names, Topology, topology
 from contracts.subjects import MSG_ID_HEADER, STREAM_EPISODES
 
@@ -526,8 +529,8 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict[str, dict[str
                     for metric, value in jet.items():
                         add(codec, metric, value)
                     latencies, rate = await bench_request_reply(client, responder, codec, reqs, s)
-                    add(codec, "latency_p50_us", _common.percentile(latencies, 50))
-                    add(codec, "latency_p99_us", _common.percentile(latencies, 99))
+                    add(codec, "latency_p50_us", quantile(latencies, 0.50))
+                    add(codec, "latency_p99_us", quantile(latencies, 0.99))
                     add(codec, "request_rate", rate)
             out[MSGSPEC.name]["episode_bytes"] = [len(MSGSPEC.encode(episodes[0])[0])]
             out[BASELINE.name]["episode_bytes"] = [

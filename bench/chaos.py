@@ -40,7 +40,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 from rich.console import Console
 
 from aios_rl.bus import Bus, BusError, connect, discover, jetstream_ready, provision
@@ -52,6 +53,7 @@ from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.stack import SERVICES
 from aios_rl.stack.natsd import NatsCluster, NatsServer
 from aios_rl.state.ledger import Ledger
+from bench import _common
 from contracts import (
     CampaignSpec,
     CampaignStatus,

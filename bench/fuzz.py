@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 import msgspec
 from rich.console import Console
 
@@ -31,6 +32,7 @@ from aios_rl.envs.orchestrator import generate
 from aios_rl.envs.registry import task_store
 from aios_rl.stack.embedded import active_checkpoint, stack
 from aios_rl.state import Kv
+from bench import _common
 from contracts import (
     ENVIRONMENTS,
     STAGES,

@@ -8,14 +8,18 @@ triple in common with train) before and after. The trained student is the conten
 student untrained the baseline, measured in the same run on the same tasks with the same
 evaluation seeds.
 
-The training loop is the campaign's, in one process and without NATS, so it runs in minutes:
-each epoch draws ``tasks_per_epoch`` train tasks, runs a GRPO group of ``group_size`` episodes of
-each at temperature 1 in the real sandbox (``ShellEpisode``), has the oracle teacher
-(``services.teacher_oracle.logic.judge``, the stack's default teacher) judge every episode for
-hints, and makes one update with the trainer service's configuration for the campaign's trainer
-settings (``services.trainer.logic.update_config``: GRPO, clip 0.2/0.28, distillation toward
-hints, KL to the weights before the update). Rewards are the environment's (no teacher shaping,
-no comparison gate: what is measured is the learning signal itself).
+The training loop is the product's own, in one process and without NATS: the in-process kernel
+(``aios_rl.local``). Each epoch is collected as the campaign service collects it
+(``collect_epoch``: the campaign's ``sample_tasks`` draws ``tasks_per_epoch`` train tasks seeded
+by (seed, epoch), ``plan_jobs`` makes a GRPO group of ``group_size`` jobs of each at temperature
+1), every job runs through the runner's episode function (``run_episode``) on the environment's
+real host (``ShellHost``: the real sandbox), the student answering with the sampler's mapping
+(``LocalPolicy``); the oracle teacher (``services.teacher_oracle.logic.judge``, the stack's
+default teacher) judges every episode for hints, and one trainer update follows
+(``train_epoch``: the trainer service's ``train_step`` with the campaign's trainer settings:
+GRPO, clip 0.2/0.28, distillation toward hints, KL to the weights before the update). Rewards are
+the environment's (no teacher shaping, no comparison gate: what is measured is the learning
+signal itself).
 
 Evaluation: one near-greedy episode (temperature 0.1, seeded) per held-out task. Reported per
 seed and pooled: success rate with a Wilson 95 % interval, mean reward, and the pooled paired
@@ -25,8 +29,7 @@ learned beyond noise when that interval is above 0.
 The browser (``--env browser``): the same loop and report on the browser splits
 (``aios_rl.envs.browser.generate``: half site flows, half MiniWoB++; held-out site tasks use
 held-out templates, held-out MiniWoB++ tasks held-out seeds). Episodes run in this process in
-real Chromium (``BrowserHost``, a fresh context per episode, two at a time) through the runner's
-step loop (``aios_rl.envs.loop.run_steps``) with the student acting in-process; site tasks are
+real Chromium (``BrowserHost``, a fresh context per episode, two at a time) through the kernel; site tasks are
 served and judged by the ``sites`` service, run here on an embedded nats-server. The oracle
 teacher's hints (``judge_browser``) follow a site task's solution path; MiniWoB++ tasks carry
 none (the oracle answers unsure), so they learn from the environment's reward alone. Held-out
@@ -36,7 +39,7 @@ The orchestrator (``--env orchestrator``): the same loop on the orchestrator spl
 (``aios_rl.envs.orchestrator.generate``: three whole runs for each run that starts at its blocked
 checkpoint; train and held-out share no hidden-attribute combination, no evidence template and no
 checkpoint text). Episodes run in this process through the adapter (``OrchestratorHost``) and the
-runner's step loop; every step is a pure function of the task and the decisions, so the cost is
+kernel; every step is a pure function of the task and the decisions, so the cost is
 the student's. The oracle teacher's hints (``judge_orchestrator``) name the best decision at every
 wrong one. Rewards are graded (success 1 minus human-minute and compute costs, minus 1 per
 incident; partial 0.3), so the verdict is on the held-out **mean reward** (paired difference over
@@ -68,77 +71,48 @@ tiny, paired over (seed, task)), each against its own untrained weights, and the
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import json
-import random
 import statistics
 import sys
-import threading
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
-from typing import Protocol
 
-import _common
-import msgspec
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 import torch
 from rich.console import Console
 from rich.table import Table
 
-from aios_rl.bus import Service, connect, provision
-from aios_rl.cli.evaluation import wilson
-from aios_rl.envs.base import EnvResult
+from aios_rl.bus import connect, provision
 from aios_rl.envs.browser import generate as browser_split
 from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
-from aios_rl.envs.loop import run_steps
 from aios_rl.envs.orchestrator import baselines
 from aios_rl.envs.orchestrator import generate as orchestrator_split
 from aios_rl.envs.orchestrator.adapter import OrchestratorHost
-from aios_rl.envs.runner import RunnerSettings, completed_episode
-from aios_rl.envs.shell.episode import EpisodeResult, ShellEnvConfig, ShellEpisode
+from aios_rl.envs.runner import RunnerSettings
+from aios_rl.envs.shell.episode import ShellEnvConfig
 from aios_rl.envs.shell.generate import generate
-from aios_rl.envs.shell.sandbox import Executor, policy_executor
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
-from aios_rl.student import load_student, new_student
-from aios_rl.student.base import Decision, Regime, StudentBackend
-from aios_rl.student.train import build_batch, update
+from aios_rl.stats import paired_difference, wilson
+from aios_rl.student import new_student
+from aios_rl.student.base import StudentBackend
+from bench import _common
+from bench._kernel import (
+    Settings,
+    on_host,
+    running,
+    shell_rollouts,
+    train_one,
+)
 from contracts import (
-    ActRequest,
-    ActResponse,
-    BrowserTask,
-    DecodingRegime,
-    Episode,
     Names,
     OrchestratorTask,
-    RolloutJob,
-    ShellTask,
-    StepDigest,
-    TeacherRequest,
-    TrainerSettings,
-    TrajectoryStep,
     topology,
 )
 from services.sites.main import build as build_sites
 from services.sites.settings import SitesSettings
-from services.teacher_oracle.logic import judge, judge_browser, judge_orchestrator
-from services.trainer.logic import update_config
-
-
-@dataclass(frozen=True)
-class Settings:
-    seeds: tuple[int, ...]
-    epochs: int
-    tasks_per_epoch: int
-    group_size: int
-    train_tasks: int
-    heldout_tasks: int
-    learning_rate: float
-    workers: int = 2
-
 
 FULL = Settings(
     seeds=(0, 1, 2),
@@ -201,280 +175,6 @@ ORCHESTRATOR_QUICK = Settings(
     learning_rate=1e-3,
 )
 
-Task = ShellTask | BrowserTask | OrchestratorTask
-Job = tuple[Task, int, str]
-"""(task, seed, group) of one episode."""
-
-
-class Rollouts(Protocol):
-    """Runs episodes of one student: ``(episode, how it ended)`` per job, in the jobs' order."""
-
-    async def rollouts(
-        self, jobs: list[Job], temperature: float
-    ) -> list[tuple[Episode, EpisodeResult | EnvResult]]: ...
-
-
-class Actor:
-    """Runs episodes of one student in the sandbox, ``workers`` at a time (the student is
-    shared: its calls are serialised; the sandboxed commands run in parallel)."""
-
-    def __init__(
-        self,
-        model: StudentBackend,
-        executor: Executor,
-        workers: int,
-        config: ShellEnvConfig | None = None,
-    ) -> None:
-        self.model = model
-        self.executor = executor
-        self.config = config
-        self.lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(workers)
-
-    def episode(
-        self, task: ShellTask, *, seed: int, temperature: float, group: str
-    ) -> tuple[Episode, EpisodeResult]:
-        steps: list[TrajectoryStep] = []
-        with ShellEpisode(task, self.executor, config=self.config, seed=seed) as env:
-            while not env.done:
-                obs, cands = env.observation, env.candidates
-                decision = Decision(obs, tuple(cands), seed=seed * 1_000_003 + len(steps))
-                with self.lock:
-                    out = self.model.act([decision], Regime(temperature))[0]
-                steps.append(
-                    TrajectoryStep(
-                        index=len(steps),
-                        observation=obs,
-                        candidates=cands,
-                        action=out.action,
-                        action_index=out.action_index,
-                        logprob=out.logprob,
-                        entropy=out.entropy,
-                        value=out.value,
-                    )
-                )
-                env.step(out.action)
-            assert env.result is not None
-            result = env.result
-        ep = Episode(
-            episode_id=f"{group}-{seed}",
-            environment="shell",
-            task_id=task.task_id,
-            group_id=group,
-            seed=seed,
-            trajectory=steps,
-            outcome=result.outcome,
-            env_reward=result.reward,
-        )
-        return ep, result
-
-    def many(
-        self, jobs: list[tuple[ShellTask, int, str]], temperature: float
-    ) -> list[tuple[Episode, EpisodeResult]]:
-        return list(
-            self.pool.map(
-                lambda j: self.episode(j[0], seed=j[1], temperature=temperature, group=j[2]), jobs
-            )
-        )
-
-    async def rollouts(
-        self, jobs: list[Job], temperature: float
-    ) -> list[tuple[Episode, EpisodeResult | EnvResult]]:
-        """:meth:`many` off the event loop."""
-        shell_jobs = [(t, seed, group) for t, seed, group in jobs if isinstance(t, ShellTask)]
-        assert len(shell_jobs) == len(jobs), "the shell actor runs shell tasks"
-        return list(await asyncio.to_thread(self.many, shell_jobs, temperature))
-
-
-class HostActor:
-    """Runs episodes of one student through an environment's host and the runner's step loop,
-    ``workers`` at a time: the student acts on the event loop (its calls are serialised), the
-    environment works meanwhile (Chromium's pages; the orchestrator's steps are instant)."""
-
-    def __init__(
-        self,
-        model: StudentBackend,
-        host: BrowserHost | OrchestratorHost,
-        workers: int,
-        environment: str,
-        kind: type[BrowserTask] | type[OrchestratorTask],
-    ) -> None:
-        self.model = model
-        self.host = host
-        self.slots = asyncio.Semaphore(workers)
-        self.environment = environment
-        self.kind = kind
-
-    async def act(self, req: ActRequest) -> ActResponse:
-        decision = Decision(req.observation, tuple(req.candidates), seed=req.seed)
-        out = self.model.act([decision], Regime(req.regime.temperature, req.regime.top_p))[0]
-        return ActResponse(
-            action=out.action,
-            action_index=out.action_index,
-            logprob=out.logprob,
-            entropy=out.entropy,
-            value=out.value,
-            top1_prob=out.top1_prob,
-            margin=out.margin,
-        )
-
-    async def episode(
-        self, task: Task, *, seed: int, temperature: float, group: str
-    ) -> tuple[Episode, EnvResult]:
-        job = RolloutJob(
-            job_id=f"{group}-{seed}",
-            episode_id=f"{group}-{seed}",
-            environment=self.environment,
-            task_id=task.task_id,
-            group_id=group,
-            seed=seed,
-            regime=DecodingRegime(temperature=temperature),
-            max_steps=self.host.settings.max_steps,
-        )
-        async with self.slots:
-            started = time.time()
-            steps: list[TrajectoryStep] = []
-            checkpoint = ""
-            try:
-                env = await self.host.open(task, seed=seed, max_steps=job.max_steps)  # type: ignore
-                try:
-                    checkpoint = await run_steps(env, job, self.act, steps, max_steps=job.max_steps)
-                    result = env.result()
-                finally:
-                    await env.close()
-            except Exception as exc:
-                # As the runner does with a browser that times out or dies under load: the
-                # episode is blocked (reward 0) and the run goes on.
-                result = EnvResult(
-                    outcome="blocked",
-                    reward=0.0,
-                    info={"blocked_reason": f"{type(exc).__name__}: {exc}"[:300]},
-                )
-        ep = completed_episode(
-            job,
-            checkpoint=checkpoint,
-            trajectory=steps,
-            outcome=result.outcome,
-            reward=result.reward,
-            info=result.info,
-            started=started,
-        )
-        return ep, result
-
-    async def rollouts(
-        self, jobs: list[Job], temperature: float
-    ) -> list[tuple[Episode, EpisodeResult | EnvResult]]:
-        runs = []
-        for t, seed, group in jobs:
-            assert isinstance(t, self.kind), f"the {self.environment} actor runs its own tasks"
-            runs.append(self.episode(t, seed=seed, temperature=temperature, group=group))
-        return list(await asyncio.gather(*runs))
-
-
-def request_for(ep: Episode, task: Task) -> TeacherRequest:
-    """The request the teacher gateway would send for ``ep`` (an orchestrator task's statement
-    is its work item's request)."""
-    return TeacherRequest(
-        request_id=ep.episode_id,
-        episode_id=ep.episode_id,
-        environment=ep.environment,
-        task_id=task.task_id,
-        task_statement=task.request if isinstance(task, OrchestratorTask) else task.statement,
-        steps=[
-            StepDigest(
-                index=s.index, observation=s.observation, action=s.action, candidates=s.candidates
-            )
-            for s in ep.trajectory
-        ],
-        outcome=ep.outcome,
-    )
-
-
-def taught(ep: Episode, task: Task) -> Episode:
-    """``ep`` with the oracle teacher's signal (hints), as the teacher gateway would add it:
-    ``judge`` for shell, ``judge_browser`` for the browser (no hints for MiniWoB++),
-    ``judge_orchestrator`` for the orchestrator."""
-    req = request_for(ep, task)
-    match task:
-        case ShellTask():
-            signal = judge(req, task)
-        case BrowserTask():
-            signal = judge_browser(req, task)
-        case OrchestratorTask():
-            signal = judge_orchestrator(req, task)
-    return msgspec.structs.replace(ep, teacher_signal=signal)
-
-
-async def score(actor: Rollouts, tasks: Sequence[Task], tag: str) -> list[float]:
-    """Near-greedy success (1/0) and reward per held-out task, seeded by task position."""
-    results = await actor.rollouts([(t, 7_000 + i, f"{tag}{i}") for i, t in enumerate(tasks)], 0.1)
-    return [1.0 if r.outcome == "success" else 0.0 for _, r in results] + [
-        r.reward for _, r in results
-    ]
-
-
-async def train_one(
-    seed: int,
-    s: Settings,
-    train: Sequence[Task],
-    heldout: Sequence[Task],
-    actor_for: Callable[[StudentBackend], Rollouts],
-    log: Callable[[str], None],
-    backend: str = "tiny",
-    *,
-    student: Callable[[int], StudentBackend] | None = None,
-    trainer: dict | None = None,
-) -> dict:
-    """Train a fresh student of ``backend`` (or ``student(seed)``) from scratch and score it on
-    ``heldout`` before and after; ``trainer`` overrides fields of the campaign's
-    ``TrainerSettings`` (the learning rate is ``s.learning_rate``)."""
-    torch.manual_seed(seed)
-    model = student(seed) if student is not None else new_student(backend, seed=seed)
-    actor = actor_for(model)
-    n = len(heldout)
-    clock = {"rollouts_s": 0.0, "updates_s": 0.0}
-    started = time.perf_counter()
-    before = await score(actor, heldout, "before")
-    clock["eval_before_s"] = time.perf_counter() - started
-    log(f"seed {seed}: untrained held-out success {sum(before[:n]) / n:.0%}")
-    config = update_config(
-        TrainerSettings(learning_rate=s.learning_rate, seed=seed, **(trainer or {}))
-    )
-    rng = random.Random(f"learning:{seed}")
-    by_id = {t.task_id: t for t in train}
-    curve = []
-    for epoch in range(s.epochs):
-        picks = rng.sample(list(train), min(s.tasks_per_epoch, len(train)))
-        jobs: list[Job] = [
-            (t, 10_000 * epoch + i * s.group_size + k, f"s{seed}e{epoch}t{i}")
-            for i, t in enumerate(picks)
-            for k in range(s.group_size)
-        ]
-        started = time.perf_counter()
-        episodes = [taught(ep, by_id[ep.task_id]) for ep, _ in await actor.rollouts(jobs, 1.0)]
-        clock["rollouts_s"] += time.perf_counter() - started
-        rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
-        # No episode runs now: the update has the student to itself.
-        started = time.perf_counter()
-        reference = load_student(model.to_bytes())  # the weights before the update
-        update(model, reference, build_batch(episodes, config=config), config)
-        clock["updates_s"] += time.perf_counter() - started
-        curve.append(rate)
-        log(f"seed {seed} epoch {epoch}: train rollouts succeeded {rate:.0%}")
-    started = time.perf_counter()
-    after = await score(actor, heldout, "after")
-    clock["eval_after_s"] = time.perf_counter() - started
-    log(f"seed {seed}: trained held-out success {sum(after[:n]) / n:.0%}")
-    return {
-        "before": before[:n],
-        "after": after[:n],
-        "reward_before": before[n:],
-        "reward_after": after[n:],
-        "train_curve": curve,
-        "seconds": clock,
-    }
-
-
 async def measure(
     s: Settings,
     log: Callable[[str], None],
@@ -489,7 +189,6 @@ async def measure(
     ``score_on_train`` scores it on the first ``heldout_tasks`` tasks of the train split
     instead (a diagnostic: how well it does on the tasks it trained on)."""
     torch.set_num_threads(1)
-    executor = policy_executor()
     cache = RunCache(default_cache_dir())
     log(f"generating {s.train_tasks} train and {s.heldout_tasks} held-out tasks (cached)")
     train = generate(s.train_tasks, 0, "train", cache=cache)
@@ -502,7 +201,7 @@ async def measure(
             s,
             train,
             heldout,
-            lambda m: Actor(m, executor, s.workers, env),
+            shell_rollouts([*train, *heldout], s.workers, env),
             log,
             backend,
             student=student,
@@ -510,25 +209,6 @@ async def measure(
         )
         for seed in s.seeds
     }
-
-
-@contextlib.asynccontextmanager
-async def running(svc: Service) -> AsyncIterator[None]:
-    """Run ``svc`` in a task until the block ends, entered once it is ready (a start-up error is
-    raised here); stopped and joined at exit."""
-    task = asyncio.create_task(svc.run(install_signal_handlers=False), name=f"svc-{svc.name}")
-    ready = asyncio.create_task(svc.ready.wait())
-    try:
-        await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        if not svc.ready.is_set():
-            if task.done():
-                task.result()
-            raise RuntimeError(f"{svc.name} was not ready within 10 s")
-        yield
-    finally:
-        ready.cancel()
-        svc.stop()
-        await asyncio.wait_for(task, 15)
 
 
 async def measure_browser(s: Settings, log: Callable[[str], None]) -> dict:
@@ -559,7 +239,7 @@ async def measure_browser(s: Settings, log: Callable[[str], None]) -> dict:
                             s,
                             train,
                             heldout,
-                            lambda m: HostActor(m, host, s.workers, "browser", BrowserTask),
+                            on_host(host, "browser", [*train, *heldout], s.workers),
                             log,
                         )
                         res[str(seed)]["kinds"] = kinds
@@ -588,7 +268,7 @@ async def measure_orchestrator(s: Settings, log: Callable[[str], None]) -> tuple
             s,
             train,
             heldout,
-            lambda m: HostActor(m, host, s.workers, "orchestrator", OrchestratorTask),
+            on_host(host, "orchestrator", [*train, *heldout], s.workers),
             log,
         )
         res[str(seed)]["kinds"] = kinds
@@ -634,16 +314,6 @@ def references(
     return out
 
 
-def paired_difference(
-    pairs: list[tuple[float, float]], resamples: int = 4000
-) -> tuple[float, float, float]:
-    """Mean of after - before with a 95 % bootstrap interval over the pairs (seeded)."""
-    rng = random.Random(0)
-    diffs = [a - b for b, a in pairs]
-    boots = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(resamples))
-    return statistics.fmean(diffs), boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1]
-
-
 KIND_NAMES = {
     "site": "site-flow",
     "miniwob": "MiniWoB++",
@@ -664,9 +334,9 @@ def per_kind(res: dict) -> dict[str, tuple[list[float], list[float]]]:
     return out
 
 
-def interval(pairs: list[tuple[float, float]]) -> str:
-    """:func:`paired_difference` of ``pairs`` in words: ``+0.120 [+0.050, +0.190]``."""
-    d, lo, hi = paired_difference(pairs)
+def interval(before: list[float], after: list[float]) -> str:
+    """:func:`paired_difference` in words: ``+0.120 [+0.050, +0.190]``."""
+    d, lo, hi = paired_difference(before, after)
     return f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
@@ -707,7 +377,7 @@ def reward_section(res: dict, refs: dict[str, dict]) -> tuple[str, list[str], di
         cell = "-"
         entry = {"mean_reward": mean, "success": rate, "what": row["what"]}
         if name != "trained student":
-            d, lo, hi = paired_difference(list(zip(row["reward"], after, strict=True)))
+            d, lo, hi = paired_difference(row["reward"], after)
             cell = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
             entry["trained_minus_policy"] = [d, lo, hi]
             (beats if lo > 0 else below if hi < 0 else level).append(f"{name} ({mean:+.3f})")
@@ -803,9 +473,7 @@ def students_main(s: Settings, out: Path) -> int:
 
     rows.append(_common.Row("wall time, training and scoring", "s", wall(ours), wall(base), False))
     _common.print_rows("learning: minilm vs tiny student", rows, "minilm", "tiny", console)
-    diff, low, high = paired_difference(
-        list(zip(pooled(base, "after"), pooled(ours, "after"), strict=True))
-    )
+    diff, low, high = paired_difference(pooled(base, "after"), pooled(ours, "after"))
     verdict = (
         "the minilm student is better beyond noise"
         if low > 0
@@ -822,7 +490,7 @@ def students_main(s: Settings, out: Path) -> int:
     ]
     for backend, r in res.items():
         pairs = list(zip(pooled(r, "before"), pooled(r, "after"), strict=True))
-        d, lo, hi = paired_difference(pairs)
+        d, lo, hi = paired_difference([x for x, _ in pairs], [y for _, y in pairs])
         n = len(pairs)
         b = wilson(int(sum(x for x, _ in pairs)), n)
         a = wilson(int(sum(y for _, y in pairs)), n)
@@ -891,11 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     known, rest = pre.parse_known_args(argv)
     env = known.env
     if known.ablate:
-        if env != "shell" or known.student != "tiny":
-            raise SystemExit("--ablate studies the tiny student on shell tasks only")
-        import learning_ablation
-
-        return learning_ablation.main(rest)
+        raise SystemExit("the ablations are their own benchmark now: bench/learning_ablation.py")
     if known.student == "minilm":
         if env != "shell":
             raise SystemExit("--student minilm compares the students on shell tasks only")
@@ -948,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     total = len(pairs)
     pooled_b = wilson(int(sum(b for b, _ in pairs)), total)
     pooled_a = wilson(int(sum(a for _, a in pairs)), total)
-    diff, low, high = paired_difference(pairs)
+    diff, low, high = paired_difference([b for b, _ in pairs], [a for _, a in pairs])
     table.add_row("pooled", pooled_b.pct(), pooled_a.pct(), "", "", "")
     rows.append(
         _common.Row("held-out success, pooled over seeds", "rate", pooled_a.value, pooled_b.value)
@@ -956,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     kind_notes = []
     for kind, (before, after) in per_kind(res).items():
         kb, ka = wilson(int(sum(before)), len(before)), wilson(int(sum(after)), len(after))
-        kd, kl, kh = paired_difference(list(zip(before, after, strict=True)))
+        kd, kl, kh = paired_difference(before, after)
         name = KIND_NAMES.get(kind, kind)
         table.add_row(f"pooled, {name}", kb.pct(), ka.pct(), "", "", "")
         rows.append(
@@ -1037,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"Seed {seed}: held-out mean reward untrained "
                 f"{statistics.fmean(r['reward_before']):+.3f}, trained "
                 f"{statistics.fmean(r['reward_after']):+.3f}; paired difference "
-                + interval(list(zip(r["reward_before"], r["reward_after"], strict=True)))
+                + interval(r["reward_before"], r["reward_after"])
                 for seed, r in res.items()
             ),
             *kind_notes,

@@ -1,4 +1,4 @@
-"""Learning ablations (``bench/learning.py --ablate``): why does the tiny student stop far below
+"""Learning ablations (``bench/learning_ablation.py``, on ``bench/learning.py``'s runs): why does the tiny student stop far below
 the oracle on held-out shell tasks, and what raises it at the demo's episode budget?
 
 Every variant changes one thing against the demo's configuration (the ``baseline`` variant):
@@ -18,26 +18,31 @@ runs: every difference is measured against it in the same run).
 
 Run from the repo root:
 
-    .venv/bin/python bench/learning.py --ablate          # ~35 min; bench/results/learning_ablation.md
-    .venv/bin/python bench/learning.py --ablate --quick  # ~1 min smoke run (one seed, one epoch)
+    .venv/bin/python bench/learning_ablation.py          # ~35 min; bench/results/learning_ablation.md
+    .venv/bin/python bench/learning_ablation.py --quick  # ~1 min smoke run (one seed, one epoch)
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-import _common
-from learning import Settings, measure, paired_difference
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 from rich.console import Console
 
-from aios_rl.cli.evaluation import wilson
 from aios_rl.envs.shell.episode import ShellEnvConfig
+from aios_rl.stats import paired_difference, wilson
 from aios_rl.student.base import StudentBackend
 from aios_rl.student.tiny import TinyConfig, TinyStudent
+from bench import _common
+from bench._kernel import Settings
+from bench.learning import measure
 
 DEMO = Settings(
     seeds=(0, 1, 2),
@@ -232,7 +237,7 @@ def summarise(
         if v.score_on_train:
             note += " Scored on other tasks than the baseline: no paired difference."
         elif v.name != "baseline":
-            d, lo, hi = paired_difference(list(zip(base, after, strict=True)))
+            d, lo, hi = paired_difference(base, after)
             verdict = "better" if lo > 0 else "worse" if hi < 0 else "no difference"
             note += (
                 f" Against the baseline: {d:+.3f} [{lo:+.3f}, {hi:+.3f}] ({verdict} beyond noise)."
@@ -248,5 +253,5 @@ def summarise(
     return rows, notes
 
 
-if __name__ == "__main__":  # pragma: no cover - run through bench/learning.py --ablate
+if __name__ == "__main__":
     raise SystemExit(main())

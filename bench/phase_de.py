@@ -13,12 +13,13 @@ Five students per seed, all from the same initial tiny-student weights of that s
 
 Every trained student runs the same number of epochs, tasks per epoch and episodes per task, so
 the same number of training episodes and updates; only where the episodes come from differs.
-Task draws are seeded per (seed, environment), so the mixed student's shell tasks of an epoch are
-the first of the shell-only student's. The loop is ``bench/learning.py``'s (its actors, the oracle
-teacher's hints via ``taught``, one update per epoch with the trainer service's configuration),
-with one mixed actor that runs a batch's episodes of all environments concurrently: shell episodes
-in the sandbox, browser episodes in real Chromium with the sites service on an embedded
-nats-server, orchestrator episodes through their adapter.
+Task draws are the campaign's (``sample_tasks``, seeded per (seed, epoch, environment)), so the
+mixed student's shell tasks of an epoch are the first of the shell-only student's. The loop is
+the in-process kernel's (``aios_rl.local``: ``collect_epoch`` as the campaign collects an epoch,
+the oracle teacher's hints via ``taught``, one ``train_epoch`` update per epoch), its
+``Rollouts`` running a round's episodes of all environments concurrently on the three runners'
+hosts: shell episodes in the sandbox, browser episodes in real Chromium with the sites service
+on an embedded nats-server, orchestrator episodes through their adapter.
 
 Evaluation: every student, trained or not, plays one near-greedy episode (temperature 0.1,
 seeded by position) of every held-out task of all three environments: the same tasks and seeds
@@ -37,46 +38,42 @@ Run from the repo root:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import random
 import statistics
 import sys
-import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 import torch
-from learning import Actor, HostActor, Job, Rollouts, Task, paired_difference, running, taught
-from learning import score as score_tasks
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
 
 from aios_rl.bus import connect, provision
-from aios_rl.cli.evaluation import Interval, wilson
-from aios_rl.envs.base import EnvResult
 from aios_rl.envs.browser import generate as browser_split
 from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
 from aios_rl.envs.orchestrator import generate as orchestrator_split
 from aios_rl.envs.orchestrator.adapter import OrchestratorHost
 from aios_rl.envs.runner import RunnerSettings
-from aios_rl.envs.shell.episode import EpisodeResult
+from aios_rl.envs.shell.adapter import ShellHost
 from aios_rl.envs.shell.generate import generate as shell_split
-from aios_rl.envs.shell.sandbox import policy_executor
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
+from aios_rl.local import LocalPolicy, Rollouts, collect_epoch, runner_settings, train_epoch
+from aios_rl.stats import Interval, bootstrap_mean, paired_difference, stratified_mean, wilson
 from aios_rl.student import load_student, new_student
-from aios_rl.student.base import Decision, Regime, StudentBackend
-from aios_rl.student.train import build_batch, update
+from bench import _common
+from bench._kernel import RolloutsFor, Task, running, score, taught
 from contracts import (
     BrowserTask,
-    Episode,
+    CampaignSpec,
+    DecodingRegime,
     Names,
     OrchestratorTask,
     ShellTask,
@@ -85,7 +82,6 @@ from contracts import (
 )
 from services.sites.main import build as build_sites
 from services.sites.settings import SitesSettings
-from services.trainer.logic import update_config
 
 ENVS = ("shell", "browser", "orchestrator")
 KINDS: dict[str, type[Task]] = {
@@ -151,6 +147,8 @@ QUICK = Settings(
     learning_rate=3e-3,
 )
 
+ATTEMPTS = 3
+"""Attempts an episode gets when its environment crashes (the kernel's ``Rollouts(attempts=)``)."""
 SHELL_WORKERS = 1
 """Shell episodes run one at a time: building a ``ShellEpisode`` parses the task's files with
 ``ast.parse``, and with two shell worker threads while the event loop ran the other environments,
@@ -187,99 +185,26 @@ def allocate(total: int, shares: Mapping[str, float]) -> dict[str, int]:
     return counts
 
 
-class Serialised:
-    """A student whose ``act`` calls are serialised across threads: shell episodes act from the
-    shell actor's worker threads, browser and orchestrator episodes from the event loop."""
-
-    name = "tiny"
-    supports_free_text = False
-
-    def __init__(self, model: StudentBackend) -> None:
-        self.model = model
-        self.lock = threading.Lock()
-
-    def act(self, decisions: list[Decision], regime: Regime, **kw: bool) -> list:
-        with self.lock:
-            return self.model.act(decisions, regime, **kw)
-
-
-class RetryingHostActor(HostActor):
-    """``learning.HostActor`` that runs an episode again (same task, seed and student, so the same
-    decisions) when the environment raises instead of ending it: under load, Chromium can take
-    longer than the 1 s action timeout to load a site's first page, and ``Page.goto`` raises. The
-    stack's runner would record such an episode as blocked; here it is infrastructure, not the
-    policy, so it is retried (``ATTEMPTS`` times at most) and every retry is counted in
-    ``retries``."""
-
-    ATTEMPTS = 3
-
-    def __init__(self, *args: object, retries: list[str], **kw: object) -> None:
-        super().__init__(*args, **kw)  # type: ignore[arg-type]
-        self.retries = retries
-
-    async def episode(
-        self, task: Task, *, seed: int, temperature: float, group: str
-    ) -> tuple[Episode, EnvResult]:
-        for attempt in range(1, self.ATTEMPTS + 1):
-            try:
-                return await super().episode(task, seed=seed, temperature=temperature, group=group)
-            except Exception as exc:
-                if attempt == self.ATTEMPTS:
-                    raise
-                self.retries.append(f"{task.task_id} seed {seed}: {type(exc).__name__}")
-        raise AssertionError("unreachable")
-
-
-class MixedActor:
-    """``bench/learning.py``'s actors of one student, one per environment: a batch of jobs of any
-    mix is split by environment, the parts run concurrently, the results come back in the jobs'
-    order."""
-
-    def __init__(self, actors: Mapping[str, Rollouts]) -> None:
-        self.actors = actors
-
-    async def rollouts(
-        self, jobs: list[Job], temperature: float
-    ) -> list[tuple[Episode, EpisodeResult | EnvResult]]:
-        parts = {
-            env: [i for i, (t, _, _) in enumerate(jobs) if isinstance(t, KINDS[env])]
-            for env in ENVS
-        }
-        assert sum(map(len, parts.values())) == len(jobs), "a job of no known environment"
-        busy = [env for env in ENVS if parts[env]]
-        done = await asyncio.gather(
-            *(self.actors[env].rollouts([jobs[i] for i in parts[env]], temperature) for env in busy)
-        )
-        out: list = [None] * len(jobs)
-        for env, results in zip(busy, done, strict=True):
-            for i, r in zip(parts[env], results, strict=True):
-                out[i] = r
-        return out
-
-
 @dataclass
 class Splits:
     """The train and held-out tasks of every environment, and what runs them."""
 
     train: dict[str, list[Task]]
     heldout: dict[str, list[Task]]
-    actor_for: Callable[[StudentBackend], tuple[MixedActor, Callable[[], None]]]
-    """A student's mixed actor and what releases it."""
+    rollouts_for: RolloutsFor
+    """A student's rollouts on the three environments' hosts (the kernel's)."""
     retries: list[str]
-    """Browser episodes run again after the environment raised (``RetryingHostActor``)."""
+    """Episodes run again after their environment crashed (``Rollouts(attempts=3)``)."""
 
     def heldout_all(self) -> list[Task]:
         """Every held-out task, environment by environment (``ENVS`` order)."""
         return [t for env in ENVS for t in self.heldout[env]]
 
 
-async def evaluate(actor: MixedActor, splits: Splits, tag: str) -> dict[str, dict[str, list]]:
-    """Held-out success (1/0) and reward per task, per environment: ``learning.score`` on every
-    held-out task at once (seeded by position in ``heldout_all``, the same for every student)."""
-    tasks = splits.heldout_all()
-    scored = await score_tasks(actor, tasks, tag)
-    n = len(tasks)
-    success, reward = scored[:n], scored[n:]
+async def evaluate(rollouts: Rollouts, splits: Splits, tag: str) -> dict[str, dict[str, list]]:
+    """Held-out success (1/0) and reward per task, per environment: every held-out task scored
+    at once (seeded by position in ``heldout_all``, the same for every student)."""
+    success, reward = await score(rollouts, splits.heldout_all(), tag)
     out: dict[str, dict[str, list]] = {"success": {}, "reward": {}}
     start = 0
     for env in ENVS:
@@ -288,6 +213,25 @@ async def evaluate(actor: MixedActor, splits: Splits, tag: str) -> dict[str, dic
         out["reward"][env] = reward[start : start + k]
         start += k
     return out
+
+
+def student_spec(name: str, shares: Mapping[str, float], seed: int, s: Settings) -> CampaignSpec:
+    """The campaign a trained student's run is: ``tasks_per_epoch`` train tasks an epoch split
+    by ``shares`` (the campaign's ``sample_tasks``, seeded by (seed, epoch)), uniform GRPO groups
+    of ``group_size`` at temperature 1, no reference runs."""
+    return CampaignSpec(
+        campaign_id=f"phase-de-{name}-s{seed}",
+        environments=dict(shares),
+        tasks_per_epoch=s.tasks_per_epoch,
+        group_size=s.group_size,
+        epochs=s.epochs,
+        rollout_strategy="uniform",
+        regime=DecodingRegime(temperature=1.0),
+        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed),
+        split="train",
+        seed=seed,
+        reference_runs=0,
+    )
 
 
 async def train_student(
@@ -299,44 +243,32 @@ async def train_student(
     splits: Splits,
     log: Callable[[str], None],
 ) -> dict:
-    """One student trained from ``weights`` on ``s.epochs`` epochs of tasks drawn by ``shares``,
-    then scored on every held-out task: its scores, training episodes per environment, rollout
-    success per epoch and seconds spent."""
+    """One student trained from ``weights`` through the kernel on ``s.epochs`` epochs of tasks
+    drawn by ``shares`` (``collect_epoch``, the oracle's hints, ``train_epoch``), then scored on
+    every held-out task: its scores, training episodes per environment, rollout success per
+    epoch and seconds spent."""
     torch.manual_seed(seed)
     model = load_student(weights)
-    actor, release = splits.actor_for(model)
-    config = update_config(TrainerSettings(learning_rate=s.learning_rate, seed=seed))
-    per_epoch = allocate(s.tasks_per_epoch, shares)
-    draws = {env: random.Random(f"phase_de:{seed}:{env}") for env in per_epoch}
-    by_id = {t.task_id: t for env in per_epoch for t in splits.train[env]}
+    spec = student_spec(name, shares, seed, s)
+    available = {env: [t.task_id for t in splits.train[env]] for env in shares}
+    by_id = {t.task_id: t for env in shares for t in splits.train[env]}
     trained = dict.fromkeys(ENVS, 0)
     curve: list[float] = []
     started = time.perf_counter()
-    try:
+    async with splits.rollouts_for(LocalPolicy(model)) as rollouts:
         for epoch in range(s.epochs):
-            picks = [
-                t
-                for env, k in per_epoch.items()
-                for t in draws[env].sample(splits.train[env], min(k, len(splits.train[env])))
-            ]
-            jobs: list[Job] = [
-                (t, 10_000 * epoch + i * s.group_size + k, f"{name}-s{seed}e{epoch}t{i}")
-                for i, t in enumerate(picks)
-                for k in range(s.group_size)
-            ]
-            results = await actor.rollouts(jobs, 1.0)
-            episodes = [taught(ep, by_id[ep.task_id]) for ep, _ in results]
+            got = await collect_epoch(spec, epoch, available, rollouts.run)
+            episodes = got.kept
             for ep in episodes:
                 trained[ep.environment] += 1
             rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
-            reference = load_student(model.to_bytes())  # the weights before the update
-            update(model, reference, build_batch(episodes, config=config), config)
+            train_epoch(
+                model, episodes, spec.trainer, teach=lambda ep: taught(ep, by_id[ep.task_id])
+            )
             curve.append(rate)
             log(f"seed {seed} {name} epoch {epoch}: train rollouts succeeded {rate:.0%}")
         train_s = time.perf_counter() - started
-        scores = await evaluate(actor, splits, f"{name}-")
-    finally:
-        release()
+        scores = await evaluate(rollouts, splits, f"{name}-")
     return {
         **scores,
         "trained": trained,
@@ -351,7 +283,6 @@ async def environments(s: Settings, log: Callable[[str], None]) -> AsyncIterator
     """The splits of the three environments and their actors: the shell sandbox, Chromium with
     the sites service on an embedded nats-server (as ``learning.measure_browser``), the
     orchestrator's adapter."""
-    executor = policy_executor()
     cache = RunCache(default_cache_dir())
     train: dict[str, list[Task]] = {
         "shell": list(shell_split(s.train_tasks["shell"], 0, "train", cache=cache)),
@@ -383,30 +314,30 @@ async def environments(s: Settings, log: Callable[[str], None]) -> AsyncIterator
             )
             browser.attach(bus)
             retries: list[str] = []
+            hosts = {"shell": ShellHost(runner_settings("shell")), "browser": browser}
+            hosts["orchestrator"] = orchestrator
+            tasks = {t.task_id: t for split in (train, heldout) for ts in split.values() for t in ts}
 
-            def actor_for(model: StudentBackend) -> tuple[MixedActor, Callable[[], None]]:
-                shared = Serialised(model)
-                shell = Actor(shared, executor, SHELL_WORKERS)  # type: ignore[arg-type]
-                actors: dict[str, Rollouts] = {
-                    "shell": shell,
-                    "browser": RetryingHostActor(
-                        shared, browser, s.workers, "browser", BrowserTask, retries=retries
-                    ),
-                    "orchestrator": HostActor(
-                        shared,
-                        orchestrator,
-                        s.workers,
-                        "orchestrator",
-                        OrchestratorTask,  # type: ignore[arg-type]
-                    ),
-                }
-                return MixedActor(actors), lambda: shell.pool.shutdown(wait=False)
+            @contextlib.asynccontextmanager
+            async def rollouts_for(policy: LocalPolicy) -> AsyncIterator[Rollouts]:
+                rollouts = Rollouts(
+                    hosts,
+                    tasks,
+                    policy,
+                    workers={"shell": SHELL_WORKERS, "browser": s.workers, "orchestrator": s.workers},
+                    attempts=ATTEMPTS,
+                )
+                try:
+                    yield rollouts
+                finally:
+                    retries.extend(rollouts.retries)
 
             async with running(sites):
                 try:
-                    yield Splits(train, heldout, actor_for, retries)
+                    yield Splits(train, heldout, rollouts_for, retries)
                 finally:
                     await browser.aclose()
+                    await hosts["shell"].aclose()
 
 
 async def measure(s: Settings, log: Callable[[str], None]) -> dict:
@@ -427,11 +358,8 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict:
             for name, shares in STUDENTS.items():
                 if shares is None:
                     started = time.perf_counter()
-                    actor, release = splits.actor_for(load_student(weights))
-                    try:
-                        run[name] = await evaluate(actor, splits, "untrained-")
-                    finally:
-                        release()
+                    async with splits.rollouts_for(LocalPolicy(load_student(weights))) as rollouts:
+                        run[name] = await evaluate(rollouts, splits, "untrained-")
                     run[name]["eval_s"] = time.perf_counter() - started
                 else:
                     run[name] = await train_student(
@@ -454,23 +382,6 @@ def pooled(res: dict, student: str, metric: str, env: str) -> list[float]:
     return [x for run in res["runs"].values() for x in run[student][metric][env]]
 
 
-def stratified(per_env: Sequence[Sequence[float]], resamples: int = 4000) -> Interval:
-    """The mean over environments of each environment's mean, with a 95 % bootstrap interval that
-    resamples within each environment (seeded)."""
-    rng = random.Random(0)
-    value = statistics.fmean(statistics.fmean(v) for v in per_env)
-    boots = sorted(
-        statistics.fmean(statistics.fmean(rng.choices(v, k=len(v))) for v in per_env)
-        for _ in range(resamples)
-    )
-    return Interval(value, boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1])
-
-
-def success_cell(values: Sequence[float]) -> Interval:
-    """Held-out success with its Wilson 95 % interval."""
-    return wilson(int(sum(values)), len(values))
-
-
 def difference(res: dict, base: str, other: str, metric: str) -> dict[str, Interval]:
     """``other - base`` on ``metric`` per environment (paired over (seed, task), bootstrap 95 %)
     and for the mean across environments (``"mean"``, resampled within each environment)."""
@@ -478,15 +389,10 @@ def difference(res: dict, base: str, other: str, metric: str) -> dict[str, Inter
     diffs = []
     for env in ENVS:
         b, o = pooled(res, base, metric, env), pooled(res, other, metric, env)
-        out[env] = Interval(*paired_difference(list(zip(b, o, strict=True))))
+        out[env] = paired_difference(b, o)
         diffs.append([y - x for x, y in zip(b, o, strict=True)])
-    out["mean"] = stratified(diffs)
+    out["mean"] = stratified_mean(diffs)
     return out
-
-
-def boot_mean(values: Sequence[float]) -> Interval:
-    """The mean with a 95 % bootstrap interval."""
-    return stratified([values])
 
 
 def signed(i: Interval) -> str:
@@ -517,8 +423,9 @@ def tables(res: dict) -> tuple[str, dict]:
     ]
     out: dict = {"success": {}, "reward": {}, "transfer": {}, "mixed_minus_specialist": {}}
     for name in students:
-        cells = {env: success_cell(pooled(res, name, "success", env)) for env in ENVS}
-        mean = stratified([pooled(res, name, "success", env) for env in ENVS])
+        won = {env: pooled(res, name, "success", env) for env in ENVS}
+        cells = {env: wilson(int(sum(v)), len(v)) for env, v in won.items()}
+        mean = stratified_mean(list(won.values()))
         counts = trained_counts(res, name)
         lines.append(
             f"| {name} | {'/'.join(str(counts[e]) for e in ENVS)} | "
@@ -535,7 +442,7 @@ def tables(res: dict) -> tuple[str, dict]:
         "|---|" + "---:|" * len(ENVS),
     ]
     for name in students:
-        cells = {env: boot_mean(pooled(res, name, "reward", env)) for env in ENVS}
+        cells = {env: bootstrap_mean(pooled(res, name, "reward", env)) for env in ENVS}
         lines.append(f"| {name} | " + " | ".join(c.num() for c in cells.values()) + " |")
         out["reward"][name] = {k: asdict(v) for k, v in cells.items()}
     for metric, what in (("success", "success"), ("reward", "mean reward")):
@@ -789,9 +696,9 @@ def main(argv: list[str] | None = None) -> int:
         "GRPO groups at temperature 1; the mixed student's environments run concurrently. "
         "Browser: real Chromium, the sites service on an embedded nats-server, action timeout "
         "1 s, MiniWoB++ tasks without hints. Task draws are seeded per (seed, environment).",
-        f"Browser episodes run again after Chromium raised (a first page slower than the 1 s "
-        f"action timeout under load; same task, seed and student, so the same decisions): "
-        f"{len(res['browser_retries'])}; none failed {RetryingHostActor.ATTEMPTS} times.",
+        f"Episodes run again after their environment crashed (in practice Chromium: a first "
+        f"page slower than the 1 s action timeout under load; same task, seed and student, so "
+        f"the same decisions): {len(res['browser_retries'])}, at most {ATTEMPTS} attempts each.",
         "Ratios in the first table: trained student / untrained held-out success (inf when the "
         "untrained student solved none).",
         f"Plot: {png.name}, held-out success per student and environment (left) and the transfer "

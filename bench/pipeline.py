@@ -15,10 +15,10 @@ What runs:
   ``episode.compared.orchestrator`` (collected, taught, rewarded and compared). The campaign
   then trains and finishes untimed before anything else runs.
 - **in process** (the baseline): the same number of episodes of the same tasks, through the
-  runner's step loop (``aios_rl.envs.loop.run_steps`` and the orchestrator adapter) with the
-  same student (the stack's active checkpoint, loaded here) acting in this process
-  (``HostActor`` of ``bench/learning.py``), ``concurrency`` episodes at a time; no NATS, no
-  teacher, reward or comparison stage.
+  in-process kernel (``aios_rl.local.Rollouts``: the runner's episode function and the
+  orchestrator adapter) with the same student (the stack's active checkpoint, loaded here)
+  answering with the sampler's mapping (``LocalPolicy``), ``concurrency`` episodes at a time;
+  no NATS, no teacher, reward or comparison stage.
 
 Concurrency: the stack runs ``runner_replicas`` x ``runner_concurrency`` episodes at once (the
 runner's consumer loops); the baseline the same number. Measured with 1 and 2 runner replicas,
@@ -61,10 +61,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 import psutil
 import torch
-from learning import HostActor
 from rich.console import Console
 from sampler import batch_counters
 
@@ -72,14 +72,17 @@ from aios_rl.bus import Bus
 from aios_rl.envs.orchestrator import generate
 from aios_rl.envs.orchestrator.adapter import OrchestratorHost
 from aios_rl.envs.registry import task_store
-from aios_rl.envs.runner import RunnerSettings
+from aios_rl.local import LocalPolicy, Rollouts, eval_jobs, runner_settings
 from aios_rl.stack.embedded import active_checkpoint, stack
 from aios_rl.state.checkpoints import CheckpointRegistry
+from aios_rl.stats import quantile
 from aios_rl.student import load_student
+from bench import _common
 from contracts import (
     CampaignEvent,
     CampaignSpec,
     CampaignStatus,
+    DecodingRegime,
     Episode,
     OrchestratorTask,
     RolloutJob,
@@ -289,21 +292,30 @@ def stamps_of(watch: Watch, episodes: list[Episode]) -> list[dict[str, float]]:
 
 
 async def in_process_epoch(
-    actor: HostActor, tasks: list[OrchestratorTask], s: Settings, seed: int
+    rollouts: Rollouts, tasks: list[OrchestratorTask], s: Settings, seed: int
 ) -> tuple[float, float, int]:
-    """The same number of episodes of ``tasks`` in this process: (seconds, CPU seconds of this
+    """The same number of episodes of ``tasks`` in this process, through the in-process kernel
+    (the runner's episode function, the sampler's mapping): (seconds, CPU seconds of this
     process, steps)."""
     per_task = s.group_size + s.reference_runs
+    regime = DecodingRegime(temperature=s.temperature)
     jobs = [
-        (t, seed * 10_000 + i * per_task + k, f"inproc-{seed}-{i}")
-        for i, t in enumerate(tasks)
+        j
         for k in range(per_task)
+        for j in eval_jobs(
+            tasks,
+            "orchestrator",
+            f"inproc-{seed}-{k}-",
+            seed_base=seed * 10_000 + k * len(tasks),
+            regime=regime,
+            split="train",
+        )
     ]
     cpu0 = time.process_time()
     t0 = time.perf_counter()
-    runs = await actor.rollouts(jobs, s.temperature)
+    episodes = await rollouts.run(jobs)
     elapsed = time.perf_counter() - t0
-    return elapsed, time.process_time() - cpu0, sum(len(ep.trajectory) for ep, _ in runs)
+    return elapsed, time.process_time() - cpu0, sum(len(ep.trajectory) for ep in episodes)
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -357,9 +369,11 @@ async def measure_scale(s: Settings, log: Callable[[str], None]) -> dict:
                 active = await active_checkpoint(bus, 60)
                 model = load_student(await CheckpointRegistry(bus).load(active))
                 model.eval()
-                host = OrchestratorHost(RunnerSettings(env="orchestrator"))
-                actor = HostActor(model, host, s.concurrency, "orchestrator", OrchestratorTask)
+                host = OrchestratorHost(runner_settings("orchestrator"))
                 by_id = {t.task_id: t for t in train}
+                actor = Rollouts(
+                    {"orchestrator": host}, by_id, LocalPolicy(model), workers=s.concurrency
+                )
                 log("warm-up: one small epoch through the stack, one in process (untimed)")
                 warm = min(2, s.tasks)
                 await stack_epoch(bus, watch, s, "warm", warm)
@@ -478,7 +492,7 @@ def stage_table(res: dict) -> tuple[str, dict[str, dict[str, float]]]:
         if not v:
             lines.append(f"| {name} | 0 | - | - |")
             continue
-        p50, p99 = _common.percentile(v, 50), _common.percentile(v, 99)
+        p50, p99 = quantile(v, 0.50), quantile(v, 0.99)
         out[name] = {"episodes": len(v), "p50_ms": p50, "p99_ms": p99}
         lines.append(
             f"| {name} | {len(v)} | {_common.fmt_number(p50)} | {_common.fmt_number(p99)} |"

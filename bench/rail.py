@@ -4,8 +4,8 @@ with the policy it co-evolves with?
 
 Six arms, each a fresh tiny student per seed (the same initial weights for every arm of a seed),
 trained for the same epochs on the same epoch tasks (the campaign's ``sample_tasks``, seeded by
-(seed, epoch)); the training loop, actor, held-out scoring and the first three arms are
-``bench/strategies.py``'s:
+(seed, epoch)); the training run (``bench/_kernel.py``'s ``train_run`` on the in-process kernel),
+held-out scoring and the first three arms are ``bench/strategies.py``'s:
 
 ``uniform-8``
     GRPO groups of 8 rollouts per task (the baseline every ratio is taken against).
@@ -25,8 +25,9 @@ trained for the same epochs on the same epoch tasks (the campaign's ``sample_tas
     The same as ``rail`` with ``freeze_after_promotion``: no refits once live.
 
 One controller per (RAIL arm, seed) lives across the epochs, so it learns beside the policy it
-steers. Each epoch runs the campaign's rounds in one process as the campaign service's
-``collect`` / ``_plan_rail`` / ``_publish_traces`` do over NATS: round 0 runs the base rollouts
+steers. Each epoch runs through the in-process kernel (``aios_rl.local.collect_epoch`` with a
+``LocalRail``), the campaign's rounds as the campaign service's ``collect`` / ``_plan_rail`` /
+``_publish_traces`` run them over NATS: round 0 runs the base rollouts
 (``plan_jobs``); before each later round the previous round's ``realized_traces`` go to
 ``Controller.observe`` (in order), then ``decide_requests`` -> ``Controller.decide`` ->
 ``decision_orders`` plan the round, until no order is left or ``max_rounds`` is reached; the last
@@ -56,50 +57,36 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 import msgspec
-import strategies
 import torch
-from learning import paired_difference, taught
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
-from strategies import BASELINE, Actor, Arm, compare, groups_of, pooled, score
 
-from aios_rl.cli.evaluation import wilson
 from aios_rl.envs.shell.generate import generate
-from aios_rl.envs.shell.sandbox import Executor, policy_executor
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
+from aios_rl.local import LocalPolicy, LocalRail
 from aios_rl.rail import Controller, label
-from aios_rl.rail.plan import Ask, decide_requests, decision_orders, realized_traces
 from aios_rl.rail.scorer import agreement
-from aios_rl.rollouts import RAIL, account_add, group_contrasts, summarize
+from aios_rl.rollouts import RAIL
+from aios_rl.stats import paired_difference, wilson
 from aios_rl.student import load_student, new_student
-from aios_rl.student.base import Decision, Regime
-from aios_rl.student.train import build_batch, update
+from bench import _common, strategies
+from bench._kernel import score, shell_rollouts, train_run
+from bench.strategies import BASELINE, Arm, compare, pooled
 from contracts import (
-    ActRequest,
-    ActResponse,
     BranchingSettings,
     CampaignSpec,
-    CampaignState,
-    Episode,
-    GroupContrast,
-    RailDecisions,
     RailSettings,
     RailTrace,
-    RolloutAccount,
-    RolloutSummary,
-    ShellTask,
 )
-from services.campaign.logic import JOB_MAX_STEPS, plan_jobs, round_runs, sample_tasks
-from services.trainer.logic import update_config
 
 
 @dataclass(frozen=True)
@@ -173,126 +160,17 @@ def arm_label(arm: Arm, s: Settings) -> str:
     )
 
 
-class HiddenActor(Actor):
-    """strategies.py's actor, passing the job's ``want_hidden`` to the student and its hidden
-    projection back (as the sampler does), so RAIL's contexts carry it."""
-
-    async def act(self, req: ActRequest) -> ActResponse:
-        decision = Decision(req.observation, tuple(req.candidates), seed=req.seed)
-        regime = Regime(req.regime.temperature, req.regime.top_p)
-        out = self.model.act([decision], regime, want_hidden=req.want_hidden)[0]
-        return ActResponse(
-            action=out.action,
-            action_index=out.action_index,
-            logprob=out.logprob,
-            entropy=out.entropy,
-            value=out.value,
-            hidden=list(out.hidden),
-            top1_prob=out.top1_prob,
-            margin=out.margin,
-            token_entropies=list(out.token_entropies),
-        )
-
-
-# -- the controller of one (RAIL arm, seed), driven in process ------------------------------------
-
-
-@dataclass
-class Rail:
-    """One controller across a run's epochs, with what the bench saw it do."""
-
-    controller: Controller
-    families: dict[str, str]
-    """Task id -> its family."""
-    traces: list[RailTrace] = field(default_factory=list)
-    """Every trace fed, in order."""
-    decisions: list[tuple[str, str, str]] = field(default_factory=list)
-    """(environment, family, action label) of every decision, ``0`` when it did not branch."""
-    seconds: float = 0.0
-    """Spent in ``decide`` and ``observe`` (refits included)."""
-
-    def observe(self, traces: Sequence[RailTrace]) -> None:
-        started = time.perf_counter()
-        for t in traces:
-            self.controller.observe(t)
-            self.traces.append(t)
-        self.seconds += time.perf_counter() - started
-
-    def decide(self, state: CampaignState, asks: Sequence[Ask]) -> list[RailDecisions]:
-        started = time.perf_counter()
-        answers = [self.controller.decide(req) for _, _, req in asks]
-        self.seconds += time.perf_counter() - started
+def decisions_of(rail: LocalRail, families: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(environment, family, action label) of every decision the controller made, ``0`` when it
+    did not branch."""
+    out = []
+    for state, asks, answers in rail.decided:
         for (g, _, req), answer in zip(asks, answers, strict=True):
-            family = self.families[state.tasks[g.task_index].split("/", 1)[1]]
+            family = families[state.tasks[g.task_index].split("/", 1)[1]]
             for d in answer.decisions:
                 action = label(d.budget, d.regime) if d.branch else "0"
-                self.decisions.append((req.environment, family, action))
-        return answers
-
-
-def earlier_runs(spec: CampaignSpec, state: CampaignState, rnd: int) -> dict[int, list[str]]:
-    """Task index -> the episode ids of its rollouts scheduled in rounds before ``rnd`` (the
-    campaign handler's ``_publish_traces``)."""
-    before: dict[int, list[str]] = {}
-    for k in range(rnd):
-        for r in round_runs(spec, state, k):
-            if r.role == "rollout":
-                before.setdefault(r.task_index, []).append(r.episode_id)
-    return before
-
-
-async def collect_rail(
-    actor: Actor, spec: CampaignSpec, epoch: int, available: dict[str, list[str]], rail: Rail
-) -> tuple[list[Episode], CampaignState]:
-    """Every rollout of one RAIL epoch, round by round, the controller deciding each round and
-    learning from the last one's traces; and the epoch's final state."""
-    tasks = sample_tasks(spec, epoch, available)
-    state = CampaignState(
-        spec=spec,
-        epoch=epoch,
-        tasks=tasks,
-        base_tasks=len(tasks),
-        candidate="student",
-        reference="student",
-    )
-    arrived: dict[str, Episode] = {}
-    summaries: dict[str, RolloutSummary] = {}
-    while True:
-        jobs = plan_jobs(spec, state, deadline=0.0, parents=summaries)
-        for ep in await actor.many([j for j in jobs if j.role == "rollout"]):
-            arrived[ep.episode_id] = ep
-            summaries[ep.episode_id] = summarize(ep)
-        if state.round:
-            rail.observe(
-                realized_traces(
-                    spec,
-                    epoch=epoch,
-                    rnd=state.round,
-                    orders=state.orders,
-                    tasks=state.tasks,
-                    before=earlier_runs(spec, state, state.round),
-                    summaries=summaries,
-                    at=time.time(),
-                )
-            )
-        if state.round >= spec.branching.max_rounds:
-            break
-        asks = decide_requests(
-            spec,
-            epoch=epoch,
-            rnd=state.round + 1,
-            groups=groups_of(state, summaries),
-            orders=state.orders,
-            base_tasks=state.base_tasks,
-            max_steps=JOB_MAX_STEPS,
-        )
-        orders = decision_orders(state.round + 1, asks, rail.decide(state, asks), state.orders)
-        if not orders:
-            break
-        state = msgspec.structs.replace(
-            state, round=state.round + 1, orders=[*state.orders, *orders]
-        )
-    return list(arrived.values()), state
+                out.append((req.environment, family, action))
+    return out
 
 
 def scored(traces: Sequence[RailTrace]) -> dict:
@@ -329,9 +207,10 @@ def histogram(rows: Sequence[tuple[str, str, str]], by: int) -> dict[str, dict[s
     return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
 
 
-def rail_report(rail: Rail) -> dict:
+def rail_report(rail: LocalRail, families: Mapping[str, str]) -> dict:
     """What a run's controller ended as and did (JSON-ready)."""
     st = rail.controller.state()
+    decisions = decisions_of(rail, families)
     fitted = [t for t in rail.traces if t.fitted]
     k, n = agreement([t.predicted_gain for t in fitted], [t.realized_gain for t in fitted])
     return {
@@ -354,129 +233,56 @@ def rail_report(rail: Rail) -> dict:
         if rail.traces
         else None,
         "actions_state": {e: dict(sorted(v.items())) for e, v in sorted(st.actions.items())},
-        "actions_env": histogram(rail.decisions, 0),
-        "actions_family": histogram(rail.decisions, 1),
-        "decisions": len(rail.decisions),
+        "actions_env": histogram(decisions, 0),
+        "actions_family": histogram(decisions, 1),
+        "decisions": len(decisions),
         "seconds": rail.seconds,
     }
 
 
-# -- one run: an arm, a seed ---------------------------------------------------------------------
-
-
-async def train_arm(
-    arm: Arm,
-    seed: int,
-    s: Settings,
-    weights: bytes,
-    tasks: dict[str, ShellTask],
-    train: list[ShellTask],
-    heldout: list[ShellTask],
-    executor: Executor,
-    log: Callable[[str], None],
-) -> dict:
-    """strategies.py's ``train_arm`` for these arms: RAIL arms collect with their controller."""
-    spec = arm_spec(arm, seed, s)
-    torch.manual_seed(seed)
-    model = load_student(weights)
-    actor = HiddenActor(model, executor, tasks, s.workers)
-    config = update_config(spec.trainer)
-    available = {"shell": sorted(t.task_id for t in train)}
-    rail = (
-        Rail(
-            Controller(spec.campaign_id, spec.rail, seed=seed), {t: tasks[t].family for t in tasks}
-        )
-        if arm.strategy in RAIL
-        else None
-    )
-    account = RolloutAccount(strategy=arm.strategy)
-    contrasts: list[GroupContrast] = []
-    mid_epoch = max(1, s.epochs // 2)
-    mid: list[float] = []
-    rollouts_mid = 0
-    curve: list[float] = []
-    rounds = 0
-    wall = 0.0
-    for epoch in range(s.epochs):
-        started = time.perf_counter()
-        if rail is not None:
-            episodes, state = await collect_rail(actor, spec, epoch, available, rail)
-        else:
-            episodes, state = await strategies.collect(actor, spec, epoch, available)
-        contrasts += group_contrasts(summarize(ep) for ep in episodes)
-        for ep in episodes:
-            account = account_add(account, ep)
-        reference = load_student(model.to_bytes())  # the weights before the update
-        batch = [taught(ep, tasks[ep.task_id]) for ep in episodes]
-        update(model, reference, build_batch(batch, config=config), config)
-        wall += time.perf_counter() - started
-        rounds += state.round
-        rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
-        curve.append(rate)
-        mode = f", controller {rail.controller.mode}" if rail is not None else ""
-        log(
-            f"seed {seed} {arm.name} epoch {epoch}: {len(episodes)} rollouts in {state.round + 1} "
-            f"round(s), {rate:.0%} succeeded{mode}"
-        )
-        if epoch + 1 == mid_epoch:
-            mid = await score(actor, heldout, f"mid-{arm.name}-")
-            rollouts_mid = account.base + account.continuations
-    after = await score(actor, heldout, f"after-{arm.name}-")
-    log(
-        f"seed {seed} {arm.name}: held-out success mid {statistics.fmean(mid):.0%}, "
-        f"after {statistics.fmean(after):.0%}"
-    )
-    out = {
-        "mid": mid,
-        "after": after,
-        "mid_epoch": mid_epoch,
-        "rollouts_mid": rollouts_mid,
-        "rollouts": account.base + account.continuations,
-        "base": account.base,
-        "continuations": account.continuations,
-        "steps_sampled": account.steps_sampled,
-        "steps_replayed": account.steps_replayed,
-        "policy_calls": account.policy_calls,
-        "contrast_before": statistics.fmean(c.before for c in contrasts),
-        "contrast_after": statistics.fmean(c.after for c in contrasts),
-        "groups": len(contrasts),
-        "dropped": 0,
-        "new_tasks": 0,
-        "rounds": rounds,
-        "updates": s.epochs,
-        "train_curve": curve,
-        "wall_s": wall,
-    }
-    if rail is not None:
-        out["rail"] = rail_report(rail)
-    return out
+# -- every arm of every seed, through the kernel -------------------------------------------------
 
 
 async def measure(s: Settings, log: Callable[[str], None]) -> dict:
+    """Every arm of every seed (strategies.py's runs; a RAIL arm collects with its own
+    controller, driven in process as the RAIL service drives it)."""
     torch.set_num_threads(1)
-    executor = policy_executor()
     cache = RunCache(default_cache_dir())
     log(f"generating {s.train_tasks} train and {s.heldout_tasks} held-out tasks (cached)")
     train = generate(s.train_tasks, 0, "train", cache=cache)
     heldout = generate(s.heldout_tasks, 0, "heldout", cache=cache)
     tasks = {t.task_id: t for t in [*train, *heldout]}
+    families = {t: tasks[t].family for t in tasks}
+    rollouts_for = shell_rollouts(list(tasks.values()), s.workers)
     out: dict = {}
     for seed in s.seeds:
         torch.manual_seed(seed)
         weights = new_student("tiny", seed=seed).to_bytes()
-        before = await score(
-            HiddenActor(load_student(weights), executor, tasks, s.workers), heldout, "before"
-        )
+        async with rollouts_for(LocalPolicy(load_student(weights))) as rollouts:
+            before, _ = await score(rollouts, heldout, "before")
         log(f"seed {seed}: untrained held-out success {statistics.fmean(before):.0%}")
-        out[str(seed)] = {
-            "before": before,
-            "arms": {
-                arm.name: await train_arm(
-                    arm, seed, s, weights, tasks, train, heldout, executor, log
-                )
-                for arm in ARMS
-            },
-        }
+        arms: dict = {}
+        for arm in ARMS:
+            spec = arm_spec(arm, seed, s)
+            rail = (
+                LocalRail(Controller(spec.campaign_id, spec.rail, seed=seed))
+                if arm.strategy in RAIL
+                else None
+            )
+            arms[arm.name] = await train_run(
+                spec,
+                weights,
+                rollouts_for,
+                tasks,
+                heldout,
+                log,
+                name=arm.name,
+                mid_epoch=max(1, s.epochs // 2),
+                rail=rail,
+            )
+            if rail is not None:
+                arms[arm.name]["rail"] = rail_report(rail, families)
+        out[str(seed)] = {"before": before, "arms": arms}
     return out
 
 
@@ -658,8 +464,8 @@ def targets(res: dict) -> list[tuple[str, bool, str]]:
     rail, u8, budget_only = (pooled(res, a) for a in ("rail", BASELINE, "rail-budget-only"))
     share = rail["rollouts"] / u8["rollouts"]
     s_rail, s_u8, s_bo = (statistics.fmean(p["after"]) for p in (rail, u8, budget_only))
-    d1 = paired_difference(list(zip(u8["after"], rail["after"], strict=True)))
-    d3 = paired_difference(list(zip(budget_only["after"], rail["after"], strict=True)))
+    d1 = paired_difference(u8["after"], rail["after"])
+    d3 = paired_difference(budget_only["after"], rail["after"])
     live = all_live(res, "rail")
     out = [
         (
@@ -667,7 +473,7 @@ def targets(res: dict) -> list[tuple[str, bool, str]]:
             "rollouts",
             share <= ROLLOUT_SHARE and s_rail >= s_u8,
             f"rail {s_rail:.1%} vs {s_u8:.1%} held-out success (paired rail - {BASELINE} "
-            f"{d1[0]:+.3f}, 95 % [{d1[1]:+.3f}, {d1[2]:+.3f}]) on {share:.1%} of the rollouts "
+            f"{d1.value:+.3f}, 95 % [{d1.low:+.3f}, {d1.high:+.3f}]) on {share:.1%} of the rollouts "
             f"({rail['rollouts']:.0f} vs {u8['rollouts']:.0f} per seed); counted as met only when "
             "the share is within the bound and the point estimate is at least the baseline's",
         )
@@ -697,8 +503,8 @@ def targets(res: dict) -> list[tuple[str, bool, str]]:
             "(3) rail (budget x regime) above rail-budget-only",
             s_rail > s_bo,
             f"held-out success rail {s_rail:.1%} vs rail-budget-only {s_bo:.1%}, paired "
-            f"{d3[0]:+.3f}, 95 % [{d3[1]:+.3f}, {d3[2]:+.3f}] "
-            f"({'beyond' if d3[1] > 0 or d3[2] < 0 else 'not beyond'} noise)",
+            f"{d3.value:+.3f}, 95 % [{d3.low:+.3f}, {d3.high:+.3f}] "
+            f"({'beyond' if d3.low > 0 or d3.high < 0 else 'not beyond'} noise)",
         )
     )
     return out
@@ -723,7 +529,7 @@ def arm_notes(res: dict) -> list[str]:
             f"{p['contrast_after']:.3f} over all."
         )
         if arm.name != BASELINE:
-            diff, low, high = paired_difference(list(zip(base_after, p["after"], strict=True)))
+            diff, low, high = paired_difference(base_after, p["after"])
             verdict = "beyond noise" if low > 0 or high < 0 else "not beyond noise"
             notes.append(
                 f"{arm.name} - {BASELINE}, held-out success after training, paired over "

@@ -57,14 +57,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.console import Console
 from rich.table import Table
 
-from aios_rl.cli.evaluation import wilson
 from aios_rl.envs.shell import mutations
 from aios_rl.envs.shell.importing import Imported, ImportOptions, mine
 from aios_rl.envs.shell.realcode import TEST_COMMAND, prepare
 from aios_rl.envs.shell.sandbox import SandboxConfig, policy_executor
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
+from aios_rl.stats import paired_difference, wilson
 from bench._common import bench_args, command_line, load_average, machine_info
-from bench.learning import Actor, Settings, paired_difference, train_one
+from bench._kernel import Settings, shell_rollouts, train_one
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,6 @@ def share(hits: int, n: int) -> str:
 async def learn(cfg: Config, tasks: list[Imported], log: Callable[[str], None]) -> dict:
     train = [g.task for g in tasks if g.task.split == "real"]
     held = [g.task for g in tasks if g.task.split == "real-heldout"]
-    executor = policy_executor()
     scored = train + held
     out = {}
     for seed in cfg.learn.seeds:
@@ -204,7 +203,7 @@ async def learn(cfg: Config, tasks: list[Imported], log: Callable[[str], None]) 
             cfg.learn,
             train,
             scored,
-            lambda m: Actor(m, executor, cfg.learn.workers),
+            shell_rollouts(scored, cfg.learn.workers),
             log,
         )
         out[str(seed)] = res
@@ -302,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             before = statistics.fmean(b for b, _ in pairs)
             after = statistics.fmean(a for _, a in pairs)
-            diff, low, high = paired_difference(pairs)
+            diff, low, high = paired_difference([b for b, _ in pairs], [a for _, a in pairs])
             student_rows.append(
                 [
                     label,

@@ -40,16 +40,20 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 from rich.console import Console
 from sampler import make_observation
 
 from aios_rl.bus import Bus, BusError
 from aios_rl.stack.natsd import NatsServer
 from aios_rl.state.checkpoints import CheckpointRegistry
+from aios_rl.stats import quantile
 from aios_rl.student import new_student
+from bench import _common
 from contracts import ActRequest, ActResponse, DecodingRegime
 
 
@@ -260,9 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda log: measure(s, log), ["torch", "nats-py", "msgspec"], console
     )
     ms = 1000.0
-    p = {
-        (k, q): _common.percentile(res[k], q) * ms for k in ("loaded_s", "idle_s") for q in (50, 99)
-    }
+    p = {(k, q): quantile(res[k], q / 100) * ms for k in ("loaded_s", "idle_s") for q in (50, 99)}
     ok = p["loaded_s", 99] <= 1000 and res["failed"] == 0 and res["stale"] == 0
     rows = [
         ("move -> every replica serves it, p50 (under load)", f"{p['loaded_s', 50]:.0f} ms", "-"),

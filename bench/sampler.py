@@ -61,15 +61,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 import torch
 from rich.console import Console
 
 from aios_rl.bus import Bus, NoResponders
 from aios_rl.stack.natsd import NatsServer
+from aios_rl.stats import quantile
 from aios_rl.student import load_student
 from aios_rl.student.base import Decision, Regime
 from aios_rl.student.features import hashed_ngrams
+from bench import _common
 from contracts import ActRequest, ActResponse, DecodingRegime, ServiceStatus, decode, encode
 from services.sampler.logic import derive_seed
 
@@ -414,8 +417,8 @@ def build_rows(res: Results, s: Settings) -> list[_common.Row]:
         return _common.Row(
             f"{clients_label(n)}: latency p{q:g}",
             "us",
-            _common.percentile(on[n]["latency_us"], q),
-            _common.percentile(off[n]["latency_us"], q),
+            quantile(on[n]["latency_us"], q / 100),
+            quantile(off[n]["latency_us"], q / 100),
             higher_is_better=False,
         )
 

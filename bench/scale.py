@@ -43,8 +43,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import _common
-import pipeline
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 import torch
 import trainer as trainer_bench
 from rich.console import Console
@@ -52,6 +52,7 @@ from rich.console import Console
 from aios_rl.bus import Bus, connect, jetstream_ready
 from aios_rl.stack.natsd import NatsCluster, NatsServer
 from aios_rl.student import new_student
+from bench import _common, pipeline
 from contracts import Names
 from contracts.subjects import ConsumerSpec, StreamSpec, Topology
 

@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 from rich.console import Console
 
 from aios_rl.envs.shell.episode import run_episode
@@ -37,6 +38,7 @@ from aios_rl.envs.shell.generate import generate
 from aios_rl.envs.shell.policies import oracle_policy, random_policy
 from aios_rl.envs.shell.sandbox import Executor, LocalExecutor, Sandbox
 from aios_rl.envs.shell.verify import RunCache, command_argv, default_cache_dir, materialize
+from bench import _common
 
 
 @dataclass(frozen=True)

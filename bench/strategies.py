@@ -17,16 +17,16 @@ trained for the same epochs on the same train tasks (the campaign's ``sample_tas
     takes its place (DAPO's dynamic sampling, up to ``tasks_per_epoch`` new tasks an epoch); an
     epoch where every group ties makes no update.
 
-The loop is the campaign's, in one process and without NATS: round 0 runs every task's base
-rollouts, then ``aios_rl.rollouts.plan_round`` plans round after round from what came back
-(continuations, fresh rollouts, new tasks) until it plans nothing, as the campaign service's
-``collect`` does. Jobs come from the campaign's ``plan_jobs`` (episode ids, seeds, prefixes, branch
-info) and run through the runner's step loop (``aios_rl.envs.loop.run_steps``) in the real sandbox
-(``ShellEpisode``): a continuation opens its parent's environment, replays the parent's first
-``step`` actions (marked ``replayed``, no policy call) and samples afresh after them. Every arm of a
-seed uses the same campaign id, so base rollouts with the same number share their seeds across
-arms. The oracle teacher judges every rollout for hints and one update per epoch follows the trainer
-service's configuration, as in ``bench/learning.py``.
+The loop is the product's own, in one process and without NATS: the in-process kernel
+(``aios_rl.local``). ``collect_epoch`` runs round 0 (every task's base rollouts, the campaign's
+``plan_jobs``), then lets the strategy plan round after round from what came back (the campaign's
+``plan_next``: continuations, fresh rollouts, new tasks) until it plans nothing, as the campaign
+service's ``collect`` does. Every job runs through the runner's episode function on the real
+shell host: a continuation opens its parent's environment, replays the parent's first ``step``
+actions (marked ``replayed``, no policy call) and samples afresh after them. Every arm of a seed
+uses the same campaign id, so base rollouts with the same number share their seeds across arms.
+The oracle teacher judges every rollout for hints and one trainer update per epoch follows
+(``train_epoch``), as in ``bench/learning.py``.
 
 Measured per arm and seed: held-out success (one near-greedy episode, temperature 0.1, seeded, per
 held-out task) before training (shared by the arms of a seed), after half the epochs and at the end;
@@ -43,69 +43,36 @@ Run from the repo root:
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import _common
-import msgspec
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 import torch
-from learning import paired_difference, taught
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
 
-from aios_rl.cli.evaluation import wilson
-from aios_rl.envs.loop import run_steps
-from aios_rl.envs.runner import completed_episode
-from aios_rl.envs.shell.adapter import ShellEnv
-from aios_rl.envs.shell.episode import ShellEnvConfig, ShellEpisode
 from aios_rl.envs.shell.generate import generate
-from aios_rl.envs.shell.sandbox import Executor, policy_executor
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
+from aios_rl.local import LocalPolicy
 from aios_rl.rollouts import (
-    Group,
-    account_add,
-    group_contrasts,
-    plan_round,
-    summarize,
-    tied,
     validate,
 )
+from aios_rl.stats import paired_difference, wilson
 from aios_rl.student import load_student, new_student
-from aios_rl.student.base import Decision, Regime, StudentBackend
-from aios_rl.student.train import build_batch, update
+from bench import _common
+from bench._kernel import score, shell_rollouts, train_run
 from contracts import (
-    ActRequest,
-    ActResponse,
     BranchingSettings,
-    BranchOrder,
     CampaignSpec,
-    CampaignState,
-    DecodingRegime,
-    Episode,
-    GroupContrast,
-    RolloutAccount,
-    RolloutJob,
     RolloutStrategy,
-    RolloutSummary,
-    ShellTask,
     TrainerSettings,
-    TrajectoryStep,
 )
-from services.campaign.logic import (
-    group_id,
-    new_tasks_available,
-    plan_jobs,
-    resample_tasks,
-    sample_tasks,
-)
-from services.trainer.logic import update_config
 
 
 @dataclass(frozen=True)
@@ -164,8 +131,6 @@ ARMS = (
     Arm("dapo-filter", "dapo-filter", 4),
 )
 BASELINE = "uniform-8"
-EVAL_REGIME = DecodingRegime(temperature=0.1)
-MAX_STEPS = ShellEnvConfig().max_steps
 
 
 def arm_spec(arm: Arm, seed: int, s: Settings) -> CampaignSpec:
@@ -200,272 +165,36 @@ def arm_label(arm: Arm) -> str:
     return f"{arm.name}: uniform M={arm.group_size}"
 
 
-class Actor:
-    """Runs rollout jobs of one student in the sandbox through the runner's step loop,
-    ``workers`` at a time: the student acts on the event loop (its calls are serialised), the
-    sandboxed commands run in worker threads."""
-
-    def __init__(
-        self,
-        model: StudentBackend,
-        executor: Executor,
-        tasks: dict[str, ShellTask],
-        workers: int,
-    ) -> None:
-        self.model = model
-        self.executor = executor
-        self.tasks = tasks
-        self.slots = asyncio.Semaphore(workers)
-
-    async def act(self, req: ActRequest) -> ActResponse:
-        decision = Decision(req.observation, tuple(req.candidates), seed=req.seed)
-        regime = Regime(req.regime.temperature, req.regime.top_p)
-        out = self.model.act([decision], regime)[0]
-        return ActResponse(
-            action=out.action,
-            action_index=out.action_index,
-            logprob=out.logprob,
-            entropy=out.entropy,
-            value=out.value,
-            top1_prob=out.top1_prob,
-            margin=out.margin,
-        )
-
-    async def episode(self, job: RolloutJob) -> Episode:
-        task = self.tasks[job.task_id]
-        max_steps = min(job.max_steps, MAX_STEPS)
-        async with self.slots:
-            started = time.time()
-            shell = await asyncio.to_thread(
-                ShellEpisode, task, self.executor, seed=job.seed, max_steps=max_steps
-            )
-            env = ShellEnv(shell)
-            steps: list[TrajectoryStep] = []
-            try:
-                checkpoint = await run_steps(env, job, self.act, steps, max_steps=max_steps)
-                result = env.result()
-            finally:
-                await env.close()
-        return completed_episode(
-            job,
-            checkpoint=checkpoint,
-            trajectory=steps,
-            outcome=result.outcome,
-            reward=result.reward,
-            info=result.info,
-            started=started,
-        )
-
-    async def many(self, jobs: list[RolloutJob]) -> list[Episode]:
-        return list(await asyncio.gather(*(self.episode(j) for j in jobs)))
-
-
-async def score(actor: Actor, tasks: list[ShellTask], tag: str) -> list[float]:
-    """Near-greedy success (1/0) per held-out task, seeded by task position (as learning.py)."""
-    jobs = [
-        RolloutJob(
-            job_id=f"{tag}{i}",
-            episode_id=f"{tag}{i}",
-            environment="shell",
-            task_id=t.task_id,
-            seed=7_000 + i,
-            regime=EVAL_REGIME,
-            split="heldout",
-        )
-        for i, t in enumerate(tasks)
-    ]
-    return [1.0 if ep.outcome == "success" else 0.0 for ep in await actor.many(jobs)]
-
-
-# -- one epoch's collection, as the campaign service runs it --------------------------------------
-
-
-def groups_of(state: CampaignState, summaries: dict[str, RolloutSummary]) -> list[Group]:
-    """The epoch's tasks as groups of their rollouts (the campaign handler's ``_groups``)."""
-    spec = state.spec
-    index = {group_id(spec.campaign_id, state.epoch, i): i for i in range(len(state.tasks))}
-    members: dict[str, list[RolloutSummary]] = {g: [] for g in index}
-    for s in sorted(summaries.values(), key=lambda s: s.episode_id):
-        if s.group_id in members:
-            members[s.group_id].append(s)
-    return [Group(index[g], g, members[g]) for g in sorted(index, key=index.__getitem__)]
-
-
-def plan_next(
-    state: CampaignState,
-    summaries: dict[str, RolloutSummary],
-    available: dict[str, list[str]],
-) -> tuple[list[BranchOrder], list[str]] | None:
-    """The next round's orders and the new tasks they bring, ``None`` when it plans none (the
-    campaign handler's ``_plan``)."""
-    spec = state.spec
-    if spec.rollout_strategy == "uniform":
-        return None
-    orders = plan_round(
-        spec,
-        state.round + 1,
-        groups_of(state, summaries),
-        orders=state.orders,
-        base_tasks=state.base_tasks,
-        tasks=len(state.tasks),
-        new_tasks_available=new_tasks_available(spec, available, state.tasks),
-    )
-    orders = [
-        o
-        for o in orders
-        if o.kind != "branch"
-        or (o.parent_episode_id in summaries and summaries[o.parent_episode_id].actions)
-    ]
-    if not orders:
-        return None
-    n_new = sum(1 for o in orders if o.kind == "task")
-    new_tasks = resample_tasks(spec, state.epoch, available, state.tasks, n_new)
-    orders = [
-        o for o in orders if o.kind != "task" or o.task_index < len(state.tasks) + len(new_tasks)
-    ]
-    return (orders, new_tasks) if orders else None
-
-
-async def collect(
-    actor: Actor, spec: CampaignSpec, epoch: int, available: dict[str, list[str]]
-) -> tuple[list[Episode], CampaignState]:
-    """Every rollout of one epoch, round by round, and the epoch's final state (its tasks, rounds
-    and orders)."""
-    tasks = sample_tasks(spec, epoch, available)
-    state = CampaignState(
-        spec=spec,
-        epoch=epoch,
-        tasks=tasks,
-        base_tasks=len(tasks),
-        candidate="student",
-        reference="student",
-    )
-    arrived: dict[str, Episode] = {}
-    summaries: dict[str, RolloutSummary] = {}
-    while True:
-        jobs = plan_jobs(spec, state, deadline=0.0, parents=summaries)
-        for ep in await actor.many([j for j in jobs if j.role == "rollout"]):
-            arrived[ep.episode_id] = ep
-            summaries[ep.episode_id] = summarize(ep)
-        nxt = plan_next(state, summaries, available)
-        if nxt is None:
-            return list(arrived.values()), state
-        orders, new_tasks = nxt
-        state = msgspec.structs.replace(
-            state,
-            round=state.round + 1,
-            orders=[*state.orders, *orders],
-            tasks=[*state.tasks, *new_tasks],
-        )
-
-
-# -- one run: an arm, a seed ---------------------------------------------------------------------
-
-
-async def train_arm(
-    arm: Arm,
-    seed: int,
-    s: Settings,
-    weights: bytes,
-    tasks: dict[str, ShellTask],
-    train: list[ShellTask],
-    heldout: list[ShellTask],
-    executor: Executor,
-    log: Callable[[str], None],
-) -> dict:
-    spec = arm_spec(arm, seed, s)
-    torch.manual_seed(seed)
-    model = load_student(weights)
-    actor = Actor(model, executor, tasks, s.workers)
-    config = update_config(spec.trainer)
-    available = {"shell": sorted(t.task_id for t in train)}
-    account = RolloutAccount(strategy=arm.strategy)
-    contrasts: list[GroupContrast] = []
-    mid_epoch = max(1, s.epochs // 2)
-    mid: list[float] = []
-    rollouts_mid = 0
-    curve: list[float] = []
-    rounds = updates = new_tasks = 0
-    wall = 0.0
-    for epoch in range(s.epochs):
-        started = time.perf_counter()
-        episodes, state = await collect(actor, spec, epoch, available)
-        summaries = [summarize(ep) for ep in episodes]
-        groups = groups_of(state, {x.episode_id: x for x in summaries})
-        dropped = (
-            {g.group_id for g in groups if tied(g)}
-            if spec.rollout_strategy == "dapo-filter"
-            else set()
-        )
-        contrasts += group_contrasts(summaries, dropped=dropped)
-        for ep in episodes:
-            account = account_add(account, ep)
-        kept = [taught(ep, tasks[ep.task_id]) for ep in episodes if ep.group_id not in dropped]
-        if kept:  # dapo-filter: no update when every group tied
-            reference = load_student(model.to_bytes())  # the weights before the update
-            update(model, reference, build_batch(kept, config=config), config)
-            updates += 1
-        wall += time.perf_counter() - started
-        rounds += state.round
-        new_tasks += len(state.tasks) - state.base_tasks
-        rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
-        curve.append(rate)
-        log(
-            f"seed {seed} {arm.name} epoch {epoch}: {len(episodes)} rollouts in {state.round + 1} "
-            f"round(s), {rate:.0%} succeeded, {len(dropped)} group(s) dropped"
-        )
-        if epoch + 1 == mid_epoch:
-            mid = await score(actor, heldout, f"mid-{arm.name}-")
-            rollouts_mid = account.base + account.continuations
-    after = await score(actor, heldout, f"after-{arm.name}-")
-    log(
-        f"seed {seed} {arm.name}: held-out success mid {statistics.fmean(mid):.0%}, "
-        f"after {statistics.fmean(after):.0%}"
-    )
-    return {
-        "mid": mid,
-        "after": after,
-        "mid_epoch": mid_epoch,
-        "rollouts_mid": rollouts_mid,
-        "rollouts": account.base + account.continuations,
-        "base": account.base,
-        "continuations": account.continuations,
-        "steps_sampled": account.steps_sampled,
-        "steps_replayed": account.steps_replayed,
-        "policy_calls": account.policy_calls,
-        "contrast_before": statistics.fmean(c.before for c in contrasts),
-        "contrast_after": statistics.fmean(c.after for c in contrasts),
-        "groups": len(contrasts),
-        "dropped": sum(c.dropped for c in contrasts),
-        "new_tasks": new_tasks,
-        "rounds": rounds,
-        "updates": updates,
-        "train_curve": curve,
-        "wall_s": wall,
-    }
+# -- every arm of every seed, through the kernel -------------------------------------------------
 
 
 async def measure(s: Settings, log: Callable[[str], None]) -> dict:
     torch.set_num_threads(1)
-    executor = policy_executor()
     cache = RunCache(default_cache_dir())
     log(f"generating {s.train_tasks} train and {s.heldout_tasks} held-out tasks (cached)")
     train = generate(s.train_tasks, 0, "train", cache=cache)
     heldout = generate(s.heldout_tasks, 0, "heldout", cache=cache)
     tasks = {t.task_id: t for t in [*train, *heldout]}
+    rollouts_for = shell_rollouts(list(tasks.values()), s.workers)
     out: dict = {}
     for seed in s.seeds:
         torch.manual_seed(seed)
         weights = new_student("tiny", seed=seed).to_bytes()
-        before = await score(
-            Actor(load_student(weights), executor, tasks, s.workers), heldout, "before"
-        )
+        async with rollouts_for(LocalPolicy(load_student(weights))) as rollouts:
+            before, _ = await score(rollouts, heldout, "before")
         log(f"seed {seed}: untrained held-out success {statistics.fmean(before):.0%}")
         out[str(seed)] = {
             "before": before,
             "arms": {
-                arm.name: await train_arm(
-                    arm, seed, s, weights, tasks, train, heldout, executor, log
+                arm.name: await train_run(
+                    arm_spec(arm, seed, s),
+                    weights,
+                    rollouts_for,
+                    tasks,
+                    heldout,
+                    log,
+                    name=arm.name,
+                    mid_epoch=max(1, s.epochs // 2),
                 )
                 for arm in ARMS
             },
@@ -658,7 +387,7 @@ def arm_notes(res: dict, s: Settings) -> list[str]:
         )
         if arm.name == BASELINE:
             continue
-        diff, low, high = paired_difference(list(zip(base_after, p["after"], strict=True)))
+        diff, low, high = paired_difference(base_after, p["after"])
         verdict = "beyond noise" if low > 0 or high < 0 else "not beyond noise"
         notes.append(
             f"{arm.name} - {BASELINE}, held-out success after training, paired over (seed, task): "

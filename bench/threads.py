@@ -42,9 +42,13 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-import _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+
 from rich.console import Console
+
+from bench import _common
 
 WORKLOADS = ("trainer", "sampler-1", "sampler-32")
 

@@ -52,7 +52,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests/toytask.py
 
-import _common
 import msgspec
 import torch
 from rich.console import Console
@@ -61,6 +60,7 @@ from aios_rl.bus import Bus
 from aios_rl.state.checkpoints import CheckpointRegistry, checkpoint_id_of
 from aios_rl.student import load_student
 from aios_rl.student.train import UpdateConfig, build_batch, update, update_config
+from bench import _common
 from contracts import Episode, TrainerSettings, TrainerUpdate, TrainerUpdateResult
 from tests.toytask import ToyTask
 

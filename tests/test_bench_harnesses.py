@@ -197,7 +197,7 @@ def test_pipeline_quick_times_the_stack_and_one_process_and_every_stage(tmp_path
 
 @pytest.mark.slow
 def test_learning_ablation_quick_trains_each_variant_against_the_baseline(tmp_path: Path) -> None:
-    res = _quick("learning", tmp_path, "--ablate", "--variants", "obs-undone")
+    res = _quick("learning_ablation", tmp_path, "--variants", "obs-undone")
     names = [r["name"].split(":")[0] for r in res["rows"]]
     assert names == ["baseline", "obs-undone"]
     base = res["rows"][0]

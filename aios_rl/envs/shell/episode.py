@@ -116,8 +116,8 @@ class ShellEnvConfig:
     """Run actions that are not candidates as shell commands (else they are invalid)."""
     show_undone: bool = False
     """Name the edits tried and undone (with what the tests said then) in the observation's state
-    line, so a policy that searches can tell what it already tried (``bench/learning.py
-    --ablate`` measures what it is worth)."""
+    line, so a policy that searches can tell what it already tried
+    (``bench/learning_ablation.py`` measures what it is worth)."""
     offer_undone: bool = True
     """Offer an edit again after it was undone (``False``: an undone edit is not offered again,
     which makes a search over the edits a walk without repeats; an ablation of the same bench)."""

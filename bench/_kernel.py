@@ -1,0 +1,366 @@
+"""What the training benchmarks share on top of the in-process kernel (``aios_rl.local``): the
+oracle teacher as the stand-in for the teacher stage (``taught``), held-out scoring
+(``score``), a student's rollouts on a shell host of its own or on a host the caller keeps
+(``shell_rollouts``, ``on_host``), a learning run (``Settings``, ``train_one``), one strategy
+arm's training run (``train_run``) and a service
+run in this process (``running``). The loop itself -- episodes, epochs, updates -- is the
+kernel's; nothing here runs an episode."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import torch
+
+from aios_rl.bus import Service
+from aios_rl.envs.base import EnvironmentHost
+from aios_rl.envs.shell.adapter import ShellHost
+from aios_rl.envs.shell.episode import ShellEnvConfig
+from aios_rl.local import (
+    LocalPolicy,
+    LocalRail,
+    Rollouts,
+    collect_epoch,
+    eval_jobs,
+    runner_settings,
+    train_epoch,
+)
+from aios_rl.rollouts import account_add
+from aios_rl.student import load_student, new_student
+from aios_rl.student.base import StudentBackend
+from contracts import (
+    BrowserTask,
+    CampaignSpec,
+    DecodingRegime,
+    Episode,
+    GroupContrast,
+    OrchestratorTask,
+    RolloutAccount,
+    ShellTask,
+    StepDigest,
+    TeacherRequest,
+    TrainerSettings,
+)
+from services.teacher_oracle.logic import judge, judge_browser, judge_orchestrator
+
+__all__ = [
+    "RolloutsFor",
+    "Settings",
+    "Task",
+    "environment_of",
+    "on_host",
+    "running",
+    "score",
+    "shell_rollouts",
+    "spec_for",
+    "taught",
+    "train_one",
+    "train_run",
+]
+
+Task = ShellTask | BrowserTask | OrchestratorTask
+RolloutsFor = Callable[[LocalPolicy], contextlib.AbstractAsyncContextManager[Rollouts]]
+"""Rollouts (the kernel's) of one student on its environment's host, for the length of a run."""
+
+
+def environment_of(task: Task) -> str:
+    """The environment a built-in task belongs to."""
+    match task:
+        case ShellTask():
+            return "shell"
+        case BrowserTask():
+            return "browser"
+        case OrchestratorTask():
+            return "orchestrator"
+    raise TypeError(f"not a built-in task: {type(task).__name__}")
+
+
+def request_for(ep: Episode, task: Task) -> TeacherRequest:
+    """The request the teacher gateway would send for ``ep`` (an orchestrator task's statement
+    is its work item's request)."""
+    return TeacherRequest(
+        request_id=ep.episode_id,
+        episode_id=ep.episode_id,
+        environment=ep.environment,
+        task_id=task.task_id,
+        task_statement=task.request if isinstance(task, OrchestratorTask) else task.statement,
+        steps=[
+            StepDigest(
+                index=s.index, observation=s.observation, action=s.action, candidates=s.candidates
+            )
+            for s in ep.trajectory
+        ],
+        outcome=ep.outcome,
+    )
+
+
+def taught(ep: Episode, task: Task) -> Episode:
+    """``ep`` with the oracle teacher's signal (hints), as the teacher gateway would add it:
+    ``judge`` for shell, ``judge_browser`` for the browser (no hints for MiniWoB++),
+    ``judge_orchestrator`` for the orchestrator."""
+    req = request_for(ep, task)
+    match task:
+        case ShellTask():
+            signal = judge(req, task)
+        case BrowserTask():
+            signal = judge_browser(req, task)
+        case OrchestratorTask():
+            signal = judge_orchestrator(req, task)
+    return msgspec.structs.replace(ep, teacher_signal=signal)
+
+
+async def score(
+    rollouts: Rollouts, tasks: Sequence[Task], tag: str
+) -> tuple[list[float], list[float]]:
+    """Near-greedy success (1/0) and reward per held-out task, one episode each seeded by the
+    task's position (the kernel's ``eval_jobs``)."""
+    episodes = await rollouts.run(eval_jobs(tasks, environment_of, tag))
+    return (
+        [1.0 if ep.outcome == "success" else 0.0 for ep in episodes],
+        [ep.env_reward for ep in episodes],
+    )
+
+
+def shell_rollouts(
+    tasks: Sequence[ShellTask], workers: int, config: ShellEnvConfig | None = None
+) -> RolloutsFor:
+    """Rollouts of a student on a shell host of its own (the runner's sandbox; ``config``: the
+    episodes' configuration when an ablation changes it), closed after the run."""
+
+    @contextlib.asynccontextmanager
+    async def rollouts_for(policy: LocalPolicy) -> AsyncIterator[Rollouts]:
+        host = ShellHost(runner_settings("shell"), config=config)
+        try:
+            yield Rollouts({"shell": host}, {t.task_id: t for t in tasks}, policy, workers=workers)
+        finally:
+            await host.aclose()
+
+    return rollouts_for
+
+
+def on_host(
+    host: EnvironmentHost[Any], env: str, tasks: Sequence[Task], workers: int
+) -> RolloutsFor:
+    """Rollouts of a student on a host the caller keeps open (Chromium, the orchestrator)."""
+
+    @contextlib.asynccontextmanager
+    async def rollouts_for(policy: LocalPolicy) -> AsyncIterator[Rollouts]:
+        yield Rollouts({env: host}, {t.task_id: t for t in tasks}, policy, workers=workers)
+
+    return rollouts_for
+
+
+@contextlib.asynccontextmanager
+async def running(svc: Service) -> AsyncIterator[None]:
+    """Run ``svc`` in a task until the block ends, entered once it is ready (a start-up error is
+    raised here); stopped and joined at exit."""
+    task = asyncio.create_task(svc.run(install_signal_handlers=False), name=f"svc-{svc.name}")
+    ready = asyncio.create_task(svc.ready.wait())
+    try:
+        await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        if not svc.ready.is_set():
+            if task.done():
+                task.result()
+            raise RuntimeError(f"{svc.name} was not ready within 10 s")
+        yield
+    finally:
+        ready.cancel()
+        svc.stop()
+        await asyncio.wait_for(task, 15)
+
+
+async def train_run(
+    spec: CampaignSpec,
+    weights: bytes,
+    rollouts_for: RolloutsFor,
+    tasks: Mapping[str, Task],
+    heldout: Sequence[Task],
+    log: Callable[[str], None],
+    *,
+    name: str,
+    mid_epoch: int,
+    rail: LocalRail | None = None,
+) -> dict:
+    """One training run of ``spec.epochs`` epochs from ``weights`` (a strategy benchmark's arm):
+    each epoch collected by the kernel as the campaign collects it (``collect_epoch``: round 0,
+    then the strategy's rounds -- ``rail``'s for the RAIL strategies -- until it plans none),
+    every kept rollout taught by the oracle, one trainer update (``train_epoch``; none when
+    every group of a ``dapo-filter`` epoch tied); held-out success after ``mid_epoch`` epochs
+    and at the end, the rollout accounting and the groups' contrasts."""
+    torch.manual_seed(spec.seed)
+    model = load_student(weights)
+    available = {
+        env: sorted(
+            t
+            for t, task in tasks.items()
+            if environment_of(task) == env and task.split == spec.split
+        )
+        for env in spec.environments
+    }
+    account = RolloutAccount(strategy=spec.rollout_strategy)
+    contrasts: list[GroupContrast] = []
+    mid: list[float] = []
+    rollouts_mid = 0
+    curve: list[float] = []
+    rounds = updates = new_tasks = 0
+    wall = 0.0
+    async with rollouts_for(LocalPolicy(model)) as rollouts:
+        for epoch in range(spec.epochs):
+            started = time.perf_counter()
+            got = await collect_epoch(spec, epoch, available, rollouts.run, rail=rail)
+            contrasts += got.contrasts()
+            for ep in got.rollouts:
+                account = account_add(account, ep)
+            if got.kept:  # dapo-filter: no update when every group tied
+                train_epoch(
+                    model, got.kept, spec.trainer, teach=lambda ep: taught(ep, tasks[ep.task_id])
+                )
+                updates += 1
+            wall += time.perf_counter() - started
+            rounds += got.state.round
+            new_tasks += len(got.state.tasks) - got.state.base_tasks
+            episodes = got.rollouts
+            rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
+            curve.append(rate)
+            mode = f", controller {rail.controller.mode}" if rail is not None else ""
+            log(
+                f"seed {spec.seed} {name} epoch {epoch}: {len(episodes)} rollouts in "
+                f"{got.state.round + 1} round(s), {rate:.0%} succeeded, "
+                f"{len(got.dropped)} group(s) dropped{mode}"
+            )
+            if epoch + 1 == mid_epoch:
+                mid, _ = await score(rollouts, heldout, f"mid-{name}-")
+                rollouts_mid = account.base + account.continuations
+        after, _ = await score(rollouts, heldout, f"after-{name}-")
+    log(
+        f"seed {spec.seed} {name}: held-out success mid {statistics.fmean(mid):.0%}, "
+        f"after {statistics.fmean(after):.0%}"
+    )
+    return {
+        "mid": mid,
+        "after": after,
+        "mid_epoch": mid_epoch,
+        "rollouts_mid": rollouts_mid,
+        "rollouts": account.base + account.continuations,
+        "base": account.base,
+        "continuations": account.continuations,
+        "steps_sampled": account.steps_sampled,
+        "steps_replayed": account.steps_replayed,
+        "policy_calls": account.policy_calls,
+        "contrast_before": statistics.fmean(c.before for c in contrasts),
+        "contrast_after": statistics.fmean(c.after for c in contrasts),
+        "groups": len(contrasts),
+        "dropped": sum(c.dropped for c in contrasts),
+        "new_tasks": new_tasks,
+        "rounds": rounds,
+        "updates": updates,
+        "train_curve": curve,
+        "wall_s": wall,
+    }
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One learning benchmark run: a fresh student per seed trained on uniform GRPO groups."""
+
+    seeds: tuple[int, ...]
+    """Initial weights, task draws and update order of each run (one run per seed)."""
+    epochs: int
+    """Updates per run."""
+    tasks_per_epoch: int
+    """Train tasks an epoch draws (the campaign's ``sample_tasks``)."""
+    group_size: int
+    """Rollouts per task (one GRPO group)."""
+    train_tasks: int
+    """Size of the train split generated."""
+    heldout_tasks: int
+    """Size of the held-out split generated (one scoring episode each)."""
+    learning_rate: float
+    """Adam step size of every update."""
+    workers: int = 2
+    """Episodes run at once (the environments' work overlaps; the student's calls serialised)."""
+
+
+def spec_for(env: str, seed: int, s: Settings, trainer: dict | None = None) -> CampaignSpec:
+    """The campaign a seed's training is: uniform GRPO groups of ``group_size`` at temperature
+    1 on ``tasks_per_epoch`` train tasks an epoch (the campaign's ``sample_tasks``, seeded by
+    (seed, epoch)), no reference runs, the trainer settings with ``s.learning_rate``."""
+    return CampaignSpec(
+        campaign_id=f"learning-{env}-s{seed}",
+        environments={env: 1.0},
+        tasks_per_epoch=s.tasks_per_epoch,
+        group_size=s.group_size,
+        epochs=s.epochs,
+        rollout_strategy="uniform",
+        regime=DecodingRegime(temperature=1.0),
+        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed, **(trainer or {})),
+        split="train",
+        seed=seed,
+        reference_runs=0,
+    )
+
+
+async def train_one(
+    seed: int,
+    s: Settings,
+    train: Sequence[Task],
+    heldout: Sequence[Task],
+    rollouts_for: RolloutsFor,
+    log: Callable[[str], None],
+    backend: str = "tiny",
+    *,
+    student: Callable[[int], StudentBackend] | None = None,
+    trainer: dict | None = None,
+) -> dict:
+    """Train a fresh student of ``backend`` (or ``student(seed)``) from scratch through the
+    kernel -- each epoch collected as the campaign collects it (``collect_epoch``), every
+    rollout judged by the oracle teacher for hints, one trainer update (``train_epoch``) -- and
+    score it on ``heldout`` before and after; ``trainer`` overrides fields of the campaign's
+    ``TrainerSettings`` (the learning rate is ``s.learning_rate``)."""
+    torch.manual_seed(seed)
+    model = student(seed) if student is not None else new_student(backend, seed=seed)
+    env = environment_of(train[0])
+    spec = spec_for(env, seed, s, trainer)
+    by_id = {t.task_id: t for t in train}
+    available = {env: sorted(by_id)}
+    n = len(heldout)
+    clock = {"rollouts_s": 0.0, "updates_s": 0.0}
+    curve = []
+    async with rollouts_for(LocalPolicy(model)) as rollouts:
+        started = time.perf_counter()
+        before, reward_before = await score(rollouts, heldout, "before")
+        clock["eval_before_s"] = time.perf_counter() - started
+        log(f"seed {seed}: untrained held-out success {sum(before) / n:.0%}")
+        for epoch in range(s.epochs):
+            started = time.perf_counter()
+            got = await collect_epoch(spec, epoch, available, rollouts.run)
+            clock["rollouts_s"] += time.perf_counter() - started
+            episodes = got.kept
+            rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
+            # No episode runs now: the update has the student to itself.
+            started = time.perf_counter()
+            train_epoch(
+                model, episodes, spec.trainer, teach=lambda ep: taught(ep, by_id[ep.task_id])
+            )
+            clock["updates_s"] += time.perf_counter() - started
+            curve.append(rate)
+            log(f"seed {seed} epoch {epoch}: train rollouts succeeded {rate:.0%}")
+        started = time.perf_counter()
+        after, reward_after = await score(rollouts, heldout, "after")
+        clock["eval_after_s"] = time.perf_counter() - started
+    log(f"seed {seed}: trained held-out success {sum(after) / n:.0%}")
+    return {
+        "before": before,
+        "after": after,
+        "reward_before": reward_before,
+        "reward_after": reward_after,
+        "train_curve": curve,
+        "seconds": clock,
+    }
