@@ -39,7 +39,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # run as a script: `bench` importable
 
 import msgspec
 import nats.errors

@@ -79,7 +79,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # run as a script: `bench` importable
 
 import torch
 from rich.console import Console
@@ -174,6 +176,7 @@ ORCHESTRATOR_QUICK = Settings(
     heldout_tasks=20,
     learning_rate=1e-3,
 )
+
 
 async def measure(
     s: Settings,

@@ -48,7 +48,9 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # run as a script: `bench` importable
 
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -316,7 +318,9 @@ async def environments(s: Settings, log: Callable[[str], None]) -> AsyncIterator
             retries: list[str] = []
             hosts = {"shell": ShellHost(runner_settings("shell")), "browser": browser}
             hosts["orchestrator"] = orchestrator
-            tasks = {t.task_id: t for split in (train, heldout) for ts in split.values() for t in ts}
+            tasks = {
+                t.task_id: t for split in (train, heldout) for ts in split.values() for t in ts
+            }
 
             @contextlib.asynccontextmanager
             async def rollouts_for(policy: LocalPolicy) -> AsyncIterator[Rollouts]:
@@ -324,7 +328,11 @@ async def environments(s: Settings, log: Callable[[str], None]) -> AsyncIterator
                     hosts,
                     tasks,
                     policy,
-                    workers={"shell": SHELL_WORKERS, "browser": s.workers, "orchestrator": s.workers},
+                    workers={
+                        "shell": SHELL_WORKERS,
+                        "browser": s.workers,
+                        "orchestrator": s.workers,
+                    },
                     attempts=ATTEMPTS,
                 )
                 try:

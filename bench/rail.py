@@ -61,7 +61,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # run as a script: `bench` importable
 
 import msgspec
 import torch

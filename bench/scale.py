@@ -43,7 +43,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # run as a script: `bench` importable
 
 import torch
 import trainer as trainer_bench

@@ -44,7 +44,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` importable
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # run as a script: `bench` importable
 
 from rich.console import Console
 

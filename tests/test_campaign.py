@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from aios_rl.bus import Bus, BusError, RemoteError
+from aios_rl.comparison import verdict_request
 from aios_rl.rollouts.epoch import sample_tasks, split_counts
 from aios_rl.state.checkpoints import CheckpointRegistry
 from aios_rl.state.ledger import Ledger
@@ -38,7 +39,7 @@ from contracts import (
 )
 from contracts.subjects import OBJECTS_TASKS
 from services.campaign.handlers import Campaigns
-from services.campaign.logic import decide, verdict_request
+from services.campaign.logic import decide
 from services.campaign.main import build as build_campaign
 from services.campaign.settings import CampaignSettings
 from services.comparison.main import build as build_comparison

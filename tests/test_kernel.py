@@ -21,7 +21,14 @@ from aios_rl.envs import registry
 from aios_rl.envs.orchestrator import generate as orchestrator_tasks
 from aios_rl.envs.shell.generate import generate as shell_tasks
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
-from aios_rl.local import LocalPolicy, Rollouts, collect_epoch, eval_jobs, train_epoch
+from aios_rl.local import (
+    EpochRollouts,
+    LocalPolicy,
+    Rollouts,
+    collect_epoch,
+    eval_jobs,
+    train_epoch,
+)
 from aios_rl.rollouts.epoch import plan_jobs, sample_tasks
 from aios_rl.stack.natsd import NatsServer
 from aios_rl.state.checkpoints import CheckpointRegistry
@@ -240,3 +247,72 @@ async def test_an_epoch_is_the_campaigns_plan_and_an_update_moves_the_student() 
     metrics = train_epoch(model, got.kept, TrainerSettings(learning_rate=3e-3, seed=0))
     assert metrics["samples"] > 0
     assert model.to_bytes() != before
+
+
+def made(task: str, role: str, k: int, reward: float) -> Episode:
+    return Episode(
+        episode_id=f"{task}-{role}-{k}",
+        environment="orchestrator",
+        task_id=task,
+        checkpoint_id="cand" if role == "rollout" else "ref",
+        group_id=f"g-{task}" if role == "rollout" else "",
+        role=role,  # type: ignore[arg-type]
+        outcome="success" if reward > 0.5 else "failure",
+        env_reward=reward,
+    )
+
+
+@pytest.mark.parametrize(("cand", "ref", "verdict"), [(1.0, 0.0, "better"), (0.0, 1.0, "worse")])
+def test_the_kernels_epoch_verdict_is_the_comparisons_rule(
+    cand: float, ref: float, verdict: str
+) -> None:
+    spec = CampaignSpec(campaign_id="v", environments={"orchestrator": 1.0}, tasks_per_epoch=8)
+    tasks = [f"t{i}" for i in range(8)]
+    state = CampaignState(
+        spec=spec,
+        epoch=0,
+        tasks=[f"orchestrator/{t}" for t in tasks],
+        base_tasks=8,
+        candidate="cand",
+        reference="ref",
+    )
+    episodes = [made(t, "rollout", k, cand) for t in tasks for k in range(2)]
+    episodes += [made(t, "reference", k, ref) for t in tasks for k in range(2)]
+    got = EpochRollouts(state=state, episodes=episodes, dropped=set())
+    v = got.verdict()
+    assert (v.verdict, v.tasks, v.wins + v.losses) == (verdict, 8, 8)
+    # Six tasks is the least that can decide at 95 %; five one-sided tasks cannot.
+    few = EpochRollouts(
+        state=state, episodes=[e for e in episodes if e.task_id in tasks[:5]], dropped=set()
+    )
+    assert few.verdict().verdict == "same"
+
+
+async def test_an_epoch_with_reference_runs_gets_a_verdict() -> None:
+    model = new_student("tiny", seed=6)
+    policy = LocalPolicy(model, checkpoint_id="cand")
+    policy.add("ref", load_student(new_student("tiny", seed=7).to_bytes()))
+    local = Rollouts(
+        {"orchestrator": host("orchestrator")}, {t.task_id: t for t in ORCHESTRATOR}, policy
+    )
+    spec = CampaignSpec(
+        campaign_id="kv",
+        environments={"orchestrator": 1.0},
+        tasks_per_epoch=3,
+        group_size=2,
+        reference_runs=2,
+        seed=1,
+    )
+    got = await collect_epoch(
+        spec,
+        0,
+        {"orchestrator": [t.task_id for t in ORCHESTRATOR]},
+        local.run,
+        candidate="cand",
+        reference="ref",
+    )
+    assert {e.checkpoint_id for e in got.rollouts} == {"cand"}
+    assert {e.checkpoint_id for e in got.episodes if e.role == "reference"} == {"ref"}
+    v = got.verdict()
+    assert v.verdict in ("better", "same", "worse") and v.tasks == 3
+    assert (v.candidate, v.reference) == ("cand", "ref")

@@ -20,12 +20,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from contracts import (
     BranchOrder,
     CampaignSpec,
     CampaignState,
     DecodingRegime,
     Episode,
+    EpochVerdict,
     GroupContrast,
     RailDecisions,
     RailTrace,
@@ -36,6 +39,7 @@ from contracts import (
     job_max_steps,
 )
 
+from ..comparison import TaskStats, add_episode, epoch_verdict, verdict_request
 from ..envs import registry
 from ..envs.base import EnvironmentHost
 from ..envs.runner import RunnerSettings, run_episode
@@ -280,6 +284,28 @@ class EpochRollouts:
     def contrasts(self) -> list[GroupContrast]:
         """Each group's reward contrast before and after its branches (``group_contrasts``)."""
         return group_contrasts((summarize(e) for e in self.rollouts), dropped=self.dropped)
+
+    def verdict(self, *, resamples: int = 2000, seed: int = 0) -> EpochVerdict:
+        """The comparison service's epoch verdict on these episodes: the rollouts (candidate)
+        against the reference runs on the same tasks, per task mean reward, sign test and
+        bootstrap, the per-environment veto (:func:`aios_rl.comparison.epoch_verdict`). The
+        reward compared is the episode's (the environment's when no stage fused another)."""
+        req = verdict_request(self.state)
+        sides: dict[str, dict[str, TaskStats]] = {"rollout": {}, "reference": {}}
+        for ep in self.episodes:
+            side = sides.get(ep.role)
+            if side is None:
+                continue
+            if ep.reward is None:
+                ep = msgspec.structs.replace(ep, reward=ep.env_reward)
+            side[ep.task_id] = add_episode(side.get(ep.task_id), ep, now=0.0)
+        return epoch_verdict(
+            req,
+            sides["rollout"].values(),
+            sides["reference"].values(),
+            resamples=resamples,
+            seed=seed,
+        )
 
     def account(self, strategy: str) -> RolloutAccount:
         """The epoch's rollout accounting (base rollouts, continuations, steps, calls)."""

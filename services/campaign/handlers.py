@@ -24,6 +24,7 @@ from aios_rl.bus import (
     ServiceError,
     get_logger,
 )
+from aios_rl.comparison import verdict_request
 from aios_rl.rail.plan import decide_requests, decision_orders, realized_traces
 from aios_rl.rollouts import RAIL, group_contrasts, tied
 from aios_rl.rollouts import validate as validate_strategy
@@ -65,7 +66,7 @@ from contracts import (
 )
 from contracts.subjects import STREAM_ROLLOUTS, runner_name
 
-from .logic import JOB_MAX_STEPS, decide, episode_deadline_s, verdict_request
+from .logic import JOB_MAX_STEPS, decide, episode_deadline_s
 from .settings import CampaignSettings
 from .store import Arrivals, Rollouts
 

@@ -19,12 +19,10 @@ import msgspec
 from aios_rl.rollouts import account_add
 from contracts import (
     CampaignSpec,
-    CampaignState,
     Decision,
     EnvEpochStats,
     Episode,
     EpochArrivals,
-    EpochVerdictRequest,
     RolloutJob,
     Verdict,
 )
@@ -35,7 +33,6 @@ __all__ = [
     "bounded_reward",
     "decide",
     "episode_deadline_s",
-    "verdict_request",
 ]
 
 
@@ -110,23 +107,6 @@ class DecisionPlan:
     degradation_streak: int
     stable_streak: int
     train: bool
-
-
-def verdict_request(state: CampaignState) -> EpochVerdictRequest:
-    """The comparison asked at the end of an epoch: the epoch's candidate against its reference
-    over the epoch's tasks, each named with its environment, so a mixed campaign gets one verdict
-    for the whole student with the per-environment veto (``services.comparison.logic``)."""
-    spec = state.spec
-    pairs = [t.split("/", 1) for t in sorted(state.tasks)]
-    return EpochVerdictRequest(
-        campaign_id=spec.campaign_id,
-        epoch=state.epoch,
-        candidate=state.candidate or "",
-        reference=state.reference or "",
-        margin=spec.comparison_margin,
-        tasks=sorted({task for _, task in pairs}),
-        environments={task: env for env, task in pairs},
-    )
 
 
 def decide(
