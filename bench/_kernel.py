@@ -23,6 +23,8 @@ from aios_rl.bus import Service
 from aios_rl.envs.base import EnvironmentHost
 from aios_rl.envs.shell.adapter import ShellHost
 from aios_rl.envs.shell.episode import ShellEnvConfig
+from aios_rl.envs.shell.generate import generate
+from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.local import (
     LocalPolicy,
     LocalRail,
@@ -59,6 +61,7 @@ __all__ = [
     "running",
     "score",
     "shell_rollouts",
+    "shell_splits",
     "spec_for",
     "taught",
     "train_one",
@@ -364,3 +367,15 @@ async def train_one(
         "train_curve": curve,
         "seconds": clock,
     }
+
+
+def shell_splits(
+    train_tasks: int, heldout_tasks: int, log: Callable[[str], None]
+) -> tuple[list[ShellTask], list[ShellTask]]:
+    """The generated shell train and held-out splits (seed 0; verified test runs cached)."""
+    cache = RunCache(default_cache_dir())
+    log(f"generating {train_tasks} train and {heldout_tasks} held-out tasks (cached)")
+    return (
+        list(generate(train_tasks, 0, "train", cache=cache)),
+        list(generate(heldout_tasks, 0, "heldout", cache=cache)),
+    )

@@ -95,8 +95,6 @@ from aios_rl.envs.orchestrator import generate as orchestrator_split
 from aios_rl.envs.orchestrator.adapter import OrchestratorHost
 from aios_rl.envs.runner import RunnerSettings
 from aios_rl.envs.shell.episode import ShellEnvConfig
-from aios_rl.envs.shell.generate import generate
-from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.stats import paired_difference, wilson
 from aios_rl.student import new_student
 from aios_rl.student.base import StudentBackend
@@ -106,6 +104,7 @@ from bench._kernel import (
     on_host,
     running,
     shell_rollouts,
+    shell_splits,
     train_one,
 )
 from contracts import (
@@ -192,10 +191,7 @@ async def measure(
     ``score_on_train`` scores it on the first ``heldout_tasks`` tasks of the train split
     instead (a diagnostic: how well it does on the tasks it trained on)."""
     torch.set_num_threads(1)
-    cache = RunCache(default_cache_dir())
-    log(f"generating {s.train_tasks} train and {s.heldout_tasks} held-out tasks (cached)")
-    train = generate(s.train_tasks, 0, "train", cache=cache)
-    heldout = generate(s.heldout_tasks, 0, "heldout", cache=cache)
+    train, heldout = shell_splits(s.train_tasks, s.heldout_tasks, log)
     if score_on_train:
         heldout = train[: s.heldout_tasks]
     return {

@@ -72,8 +72,6 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
 
-from aios_rl.envs.shell.generate import generate
-from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.local import LocalPolicy, LocalRail
 from aios_rl.rail import Controller, label
 from aios_rl.rail.scorer import agreement
@@ -81,7 +79,7 @@ from aios_rl.rollouts import RAIL
 from aios_rl.stats import paired_difference, wilson
 from aios_rl.student import load_student, new_student
 from bench import _common, strategies
-from bench._kernel import score, shell_rollouts, train_run
+from bench._kernel import score, shell_rollouts, shell_splits, train_run
 from bench.strategies import BASELINE, Arm, compare, pooled
 from contracts import (
     BranchingSettings,
@@ -249,10 +247,7 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict:
     """Every arm of every seed (strategies.py's runs; a RAIL arm collects with its own
     controller, driven in process as the RAIL service drives it)."""
     torch.set_num_threads(1)
-    cache = RunCache(default_cache_dir())
-    log(f"generating {s.train_tasks} train and {s.heldout_tasks} held-out tasks (cached)")
-    train = generate(s.train_tasks, 0, "train", cache=cache)
-    heldout = generate(s.heldout_tasks, 0, "heldout", cache=cache)
+    train, heldout = shell_splits(s.train_tasks, s.heldout_tasks, log)
     tasks = {t.task_id: t for t in [*train, *heldout]}
     families = {t: tasks[t].family for t in tasks}
     rollouts_for = shell_rollouts(list(tasks.values()), s.workers)

@@ -59,8 +59,6 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
 
-from aios_rl.envs.shell.generate import generate
-from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.local import LocalPolicy
 from aios_rl.rollouts import (
     validate,
@@ -68,7 +66,7 @@ from aios_rl.rollouts import (
 from aios_rl.stats import paired_difference, wilson
 from aios_rl.student import load_student, new_student
 from bench import _common
-from bench._kernel import score, shell_rollouts, train_run
+from bench._kernel import score, shell_rollouts, shell_splits, train_run
 from contracts import (
     BranchingSettings,
     CampaignSpec,
@@ -172,10 +170,7 @@ def arm_label(arm: Arm) -> str:
 
 async def measure(s: Settings, log: Callable[[str], None]) -> dict:
     torch.set_num_threads(1)
-    cache = RunCache(default_cache_dir())
-    log(f"generating {s.train_tasks} train and {s.heldout_tasks} held-out tasks (cached)")
-    train = generate(s.train_tasks, 0, "train", cache=cache)
-    heldout = generate(s.heldout_tasks, 0, "heldout", cache=cache)
+    train, heldout = shell_splits(s.train_tasks, s.heldout_tasks, log)
     tasks = {t.task_id: t for t in [*train, *heldout]}
     rollouts_for = shell_rollouts(list(tasks.values()), s.workers)
     out: dict = {}

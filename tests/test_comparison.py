@@ -20,6 +20,16 @@ from nats.aio.msg import Msg
 from nats.js.client import KV_PRE_TEMPLATE
 
 from aios_rl.bus import Bus, RemoteError, provision
+from aios_rl.comparison import (
+    MAX_ABS_REWARD,
+    CompareRule,
+    TaskStats,
+    add_episode,
+    check_stats,
+    decide,
+    epoch_verdict,
+    expire,
+)
 from contracts import (
     DeadLetter,
     Episode,
@@ -31,16 +41,6 @@ from contracts import (
     topology,
 )
 from contracts.subjects import BUCKET_COMPARISON, STREAM_EPISODES
-from services.comparison.logic import (
-    MAX_ABS_REWARD,
-    CompareRule,
-    TaskStats,
-    add_episode,
-    check_stats,
-    decide,
-    epoch_verdict,
-    expire,
-)
 from services.comparison.main import build
 from services.comparison.settings import ComparisonSettings
 from services.comparison.store import Store

@@ -44,7 +44,7 @@ from ..envs import registry
 from ..envs.base import EnvironmentHost
 from ..envs.runner import RunnerSettings, run_episode
 from ..rail.controller import Controller
-from ..rail.plan import decide_requests, decision_orders, realized_traces
+from ..rail.plan import decision_orders, realized_traces, round_asks
 from ..rollouts import RAIL, account_add, group_contrasts, summarize, tied
 from ..rollouts.epoch import (
     epoch_groups,
@@ -241,18 +241,9 @@ class LocalRail:
     ) -> tuple[list[BranchOrder], list[str]] | None:
         """The next round's orders (the campaign's ``_plan_rail`` with the controller asked
         directly), ``None`` when it branches nowhere or the rounds are used up."""
-        spec = state.spec
-        if state.round >= spec.branching.max_rounds:
+        asks = round_asks(state, summaries)
+        if asks is None:
             return None
-        asks = decide_requests(
-            spec,
-            epoch=state.epoch,
-            rnd=state.round + 1,
-            groups=epoch_groups(state, summaries),
-            orders=state.orders,
-            base_tasks=state.base_tasks or len(state.tasks),
-            max_steps=max(job_max_steps(e) for e in spec.environments),
-        )
         started = time.perf_counter()
         answers = [self.controller.decide(req) for _, _, req in asks]
         self.seconds += time.perf_counter() - started

@@ -1,7 +1,7 @@
 """A RAIL round, pure: the decision requests an epoch's groups make, the branch orders the
 answers become, and the traces the realized continuations make. The campaign service sends the
-requests over the bus; the benchmarks hand them to a :class:`~aios_rl.rail.Controller` in the
-same process."""
+requests over the bus; the in-process kernel hands them to a :class:`~aios_rl.rail.Controller`
+in the same process."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from aios_rl.rollouts import Group, budget, continuation_id, initial_runs, scheduled_runs
-from contracts import BranchOrder, CampaignSpec, RolloutSummary
+from aios_rl.rollouts.epoch import epoch_groups
+from contracts import BranchOrder, CampaignSpec, CampaignState, RolloutJob, RolloutSummary
 from contracts.rail import (
     RailCandidate,
     RailDecideRequest,
@@ -21,7 +22,20 @@ from contracts.rail import (
 
 from .context import build_context, candidate_states, realized_gain
 
-__all__ = ["Ask", "decide_requests", "decision_orders", "rail_settings", "realized_traces"]
+__all__ = [
+    "PROGRESS_STEPS",
+    "Ask",
+    "decide_requests",
+    "decision_orders",
+    "rail_settings",
+    "realized_traces",
+    "round_asks",
+]
+
+PROGRESS_STEPS: int = next(
+    f.default for f in msgspec.structs.fields(RolloutJob) if f.name == "max_steps"
+)
+"""The most steps a rollout job asks for (runners may cap it lower): RAIL's progress scale."""
 
 Ask = tuple[Group, int, RailDecideRequest]
 """A group, the continuations it may still get, and its decision request."""
@@ -33,6 +47,23 @@ def rail_settings(spec: CampaignSpec) -> RailSettings:
     if spec.rollout_strategy == "rail-frozen" and not spec.rail.freeze_after_promotion:
         return msgspec.structs.replace(spec.rail, freeze_after_promotion=True)
     return spec.rail
+
+
+def round_asks(state: CampaignState, summaries: Mapping[str, RolloutSummary]) -> list[Ask] | None:
+    """The decision requests of the epoch's next round (one per task with budget left), from
+    the rollouts that arrived; ``None`` when the epoch has used its ``max_rounds``."""
+    spec = state.spec
+    if state.round >= spec.branching.max_rounds:
+        return None
+    return decide_requests(
+        spec,
+        epoch=state.epoch,
+        rnd=state.round + 1,
+        groups=epoch_groups(state, summaries),
+        orders=state.orders,
+        base_tasks=state.base_tasks or len(state.tasks),
+        max_steps=PROGRESS_STEPS,
+    )
 
 
 def decide_requests(

@@ -25,7 +25,7 @@ from aios_rl.bus import (
     get_logger,
 )
 from aios_rl.comparison import verdict_request
-from aios_rl.rail.plan import decide_requests, decision_orders, realized_traces
+from aios_rl.rail.plan import decision_orders, realized_traces, round_asks
 from aios_rl.rollouts import RAIL, group_contrasts, tied
 from aios_rl.rollouts import validate as validate_strategy
 from aios_rl.rollouts.epoch import (
@@ -66,7 +66,7 @@ from contracts import (
 )
 from contracts.subjects import STREAM_ROLLOUTS, runner_name
 
-from .logic import JOB_MAX_STEPS, decide, episode_deadline_s
+from .logic import decide, episode_deadline_s
 from .settings import CampaignSettings
 from .store import Arrivals, Rollouts
 
@@ -522,18 +522,9 @@ class Campaigns:
         """Ask the RAIL service, one request per task with budget left, whether and where to
         branch next round. Raises ``BusError`` when it does not answer (the driver retries)."""
         spec = state.spec
-        if state.round >= spec.branching.max_rounds:
+        asks = round_asks(state, await self.rollouts.all(spec.campaign_id, state.epoch))
+        if asks is None:
             return None
-        summaries = await self.rollouts.all(spec.campaign_id, state.epoch)
-        asks = decide_requests(
-            spec,
-            epoch=state.epoch,
-            rnd=state.round + 1,
-            groups=epoch_groups(state, summaries),
-            orders=state.orders,
-            base_tasks=state.base_tasks or len(state.tasks),
-            max_steps=JOB_MAX_STEPS,
-        )
         answers = await asyncio.gather(
             *(
                 self.bus.request(

@@ -23,7 +23,6 @@ from contracts import (
     EnvEpochStats,
     Episode,
     EpochArrivals,
-    RolloutJob,
     Verdict,
 )
 
@@ -45,12 +44,6 @@ def episode_deadline_s(asked_s: float, ack_waits_s: Sequence[float]) -> float:
     """How long an epoch waits for its episodes: the spec's ``asked_s``, stretched to
     ``ACK_WAITS_PER_DEADLINE`` times the longest ack wait of the runners it uses."""
     return max(asked_s, ACK_WAITS_PER_DEADLINE * max(ack_waits_s, default=0.0))
-
-
-JOB_MAX_STEPS: int = next(
-    f.default for f in msgspec.structs.fields(RolloutJob) if f.name == "max_steps"
-)
-"""The most steps a rollout job asks for (runners may cap it lower): RAIL's progress scale."""
 
 
 MAX_ABS_REWARD = 1e6

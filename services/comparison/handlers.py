@@ -15,16 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from aios_rl.bus import Bus, BusError, PermanentError, get_logger
-from aios_rl.state import StateError
-from contracts import (
-    ComparisonResult,
-    Episode,
-    EpochVerdict,
-    EpochVerdictRequest,
-    Names,
-)
-
-from .logic import (
+from aios_rl.comparison import (
     CompareRule,
     PendingComparison,
     checked_reward,
@@ -34,6 +25,15 @@ from .logic import (
     mark_compared,
     with_comparison,
 )
+from aios_rl.state import StateError
+from contracts import (
+    ComparisonResult,
+    Episode,
+    EpochVerdict,
+    EpochVerdictRequest,
+    Names,
+)
+
 from .settings import ComparisonSettings
 from .store import Store
 

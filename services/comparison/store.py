@@ -24,6 +24,14 @@ from collections.abc import Iterable
 import msgspec
 
 from aios_rl.bus import Bus, get_logger
+from aios_rl.comparison import (
+    ComparedMark,
+    PendingComparison,
+    TaskStats,
+    add_episode,
+    check_pending,
+    check_stats,
+)
 from aios_rl.state import (
     ContentionError,
     ErrorKinds,
@@ -34,15 +42,6 @@ from aios_rl.state import (
 )
 from contracts import Episode, Names
 from contracts.subjects import BUCKET_COMPARISON
-
-from .logic import (
-    ComparedMark,
-    PendingComparison,
-    TaskStats,
-    add_episode,
-    check_pending,
-    check_stats,
-)
 
 __all__ = ["ScanIncomplete", "Store", "StoreContention"]
 
