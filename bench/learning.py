@@ -515,7 +515,7 @@ def students_main(s: Settings, out: Path) -> int:
     notes += [
         "ratio = minilm / tiny (tiny / minilm for wall time): > 1 means the minilm student is "
         "better.",
-        "Both students: the campaign's loop in one process (no NATS, no comparison gate, no "
+        "Both students: the in-process kernel (aios_rl.local: the campaign's epochs, the runner's episodes, the trainer's update; no NATS, no comparison gate, no "
         "teacher reward shaping): GRPO groups at temperature 1 in the real sandbox, oracle teacher "
         "hints distilled, one update per epoch with the trainer service's configuration (the same "
         "learning rate for both). Evaluation: one near-greedy (T=0.1) episode per held-out task, "
@@ -653,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
             else "The student did NOT learn beyond noise: the paired interval is not above 0."
         )
         training = (
-            "Training: the campaign's loop in one process (no comparison gate, no teacher reward "
+            "Training: the in-process kernel (aios_rl.local; no comparison gate, no teacher reward "
             "shaping): GRPO groups at temperature 1 in real Chromium (one browser, a fresh context "
             f"per episode, {s.workers} episodes at a time, at most "
             f"{BrowserRunnerSettings().max_steps} steps, MiniWoB++ at most "
@@ -674,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
             "above 0."
         )
         training = (
-            "Training: the campaign's loop in one process (no NATS, no comparison gate, no teacher "
+            "Training: the in-process kernel (aios_rl.local: the campaign's epochs, the runner's episodes, the trainer's update; no NATS, no comparison gate, no teacher "
             "reward shaping): GRPO groups at temperature 1 through the orchestrator's adapter "
             f"(OrchestratorHost) and the runner's step loop (at most "
             f"{min(RunnerSettings().max_steps, OrchestratorTask(task_id='').max_steps)} "
@@ -707,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
     else:
         training = (
-            "Training: the campaign's loop in one process (no NATS, no comparison gate, no teacher reward "
+            "Training: the in-process kernel (aios_rl.local: the campaign's epochs, the runner's episodes, the trainer's update; no NATS, no comparison gate, no teacher reward "
             "shaping): GRPO groups at temperature 1, oracle teacher hints distilled, one update per epoch "
             "with the trainer service's configuration. Evaluation: one near-greedy (T=0.1) episode per "
             "held-out task, seeded; the same seeds before and after."

@@ -4,8 +4,8 @@ the oracle on held-out shell tasks, and what raises it at the demo's episode bud
 Every variant changes one thing against the demo's configuration (the ``baseline`` variant):
 the learning rate, the student's capacity, an entropy bonus, the teacher hints' weight, the
 advantages' normalisation, the number of update passes, what the observation shows. Each variant
-trains a fresh tiny student per seed with ``learning.train_one`` (the campaign's loop in one
-process: GRPO groups at temperature 1 in the real sandbox, oracle hints distilled, one update per
+trains a fresh tiny student per seed with ``bench._kernel.train_one`` (the in-process kernel:
+GRPO groups at temperature 1 in the real sandbox, oracle hints distilled, one update per
 epoch with the trainer service's configuration) for the demo's budget (``aios-rl demo``: 4 epochs
 x 16 tasks x 4 rollouts = 256 episodes per seed, learning rate 5e-3) and scores it near-greedily
 (T=0.1, seeded) on the same held-out tasks. Every variant's students start from the same weights
