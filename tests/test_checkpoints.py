@@ -665,7 +665,7 @@ async def test_concurrent_advances_from_several_processes_are_all_applied_in_one
 
 
 async def test_the_cli_resolves_a_checkpoint_by_a_unique_prefix(bus: Bus) -> None:
-    from aios_rl.cli.shell import resolve
+    from aios_rl.cli.engine import resolve
     from aios_rl.stack.embedded import StackError
 
     registry = CheckpointRegistry(bus)

@@ -29,7 +29,9 @@ from aios_rl.cli._training import (
     embedded_options,
     teacher_needs,
 )
-from aios_rl.cli.shell import ensure_tasks
+from aios_rl.cli.engine import ensure_tasks
+from aios_rl.cli.environments import generate_tasks
+from aios_rl.envs import registry
 from aios_rl.rollouts.epoch import sample_tasks
 from aios_rl.stack.auth import prepare
 from aios_rl.stack.natsd import NatsServer, free_port
@@ -143,6 +145,64 @@ def test_defaults_and_the_data_dir_alias(monkeypatch: pytest.MonkeyPatch) -> Non
 )
 def test_every_table_command_takes_json(command: list[str]) -> None:
     assert parse(*command, "--json").json
+
+
+# -- every environment's benchmark-generate / train / eval, from the registry ----------------------------
+
+
+@pytest.mark.parametrize("env", list(registry.benchmarks()))
+def test_every_generated_environment_has_its_three_commands(env: str) -> None:
+    bench = registry.benchmark(env)
+    gen = parse(env, "benchmark-generate", "--count", "2")
+    assert (gen.environment, gen.split, gen.count) == (env, "train", 2)
+    assert hasattr(gen, "out") == (bench.verified is not None)
+    train = parse(env, "train")
+    assert (train.environment, train.train_tasks, train.heldout, train.split) == (
+        env,
+        bench.train_tasks,
+        bench.heldout,
+        bench.train_splits[0],
+    )
+    assert train.epochs == 5 and train.run is not None
+    ev = parse(env, "eval")
+    assert (ev.environment, ev.limit, ev.split) == (env, bench.eval_limit, "heldout")
+    for split in bench.eval_splits:
+        assert parse(env, "eval", "--split", split).split == split
+    with pytest.raises(SystemExit):
+        parse(env, "eval", "--split", "nope")
+
+
+def test_the_top_level_commands_are_the_shells_and_generate_any_environment() -> None:
+    assert parse("train").environment == parse("eval").environment == "shell"
+    assert (parse("train").train_tasks, parse("eval").limit) == (
+        registry.benchmark("shell").train_tasks,
+        registry.benchmark("shell").eval_limit,
+    )
+    for env in registry.benchmarks():
+        assert parse("benchmark-generate", "--count", "1", "--env", env).environment == env
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--split", "real"], "--split real: orchestrator tasks come in train, heldout"),
+        (["--out", "x"], "--out and --no-store are for shell tasks"),
+    ],
+)
+def test_generating_what_an_environment_does_not_make_is_a_one_line_error(
+    argv: list[str], message: str
+) -> None:
+    args = parse("benchmark-generate", "--count", "1", "--env", "orchestrator", *argv)
+    with pytest.raises(CliError, match=message):
+        generate_tasks(args)  # before any connection
+
+
+@pytest.mark.parametrize("env", ["browser", "orchestrator"])
+def test_a_registry_generator_makes_tasks_of_the_environments_type(env: str) -> None:
+    tasks = registry.generator(env)(3, seed=1, split="heldout")
+    assert len(tasks) == 3
+    assert all(isinstance(t, registry.get(env).tasks.type) for t in tasks)
+    assert {t.split for t in tasks} == {"heldout"}
 
 
 # -- --algorithm: the trainer's update ------------------------------------------------------------------

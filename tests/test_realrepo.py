@@ -382,7 +382,7 @@ async def test_real_splits_use_the_imported_tasks_and_are_never_topped_up(
     from rich.console import Console
 
     from aios_rl.cli._common import CliError
-    from aios_rl.cli.shell import ensure_tasks
+    from aios_rl.cli.engine import ensure_tasks
 
     console = Console(quiet=True)
     with pytest.raises(CliError, match="no real-heldout tasks"):

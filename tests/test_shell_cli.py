@@ -1,5 +1,6 @@
-"""The pieces of ``shell train`` / ``shell eval`` against a real nats-server: resolving what to
-evaluate, filling a split with tasks, waiting for services."""
+"""The pieces of ``shell train`` / ``shell eval`` (``aios_rl.cli.engine``, every environment's)
+against a real nats-server: resolving what to evaluate, filling a split with tasks, waiting for
+services."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from aios_rl.bus import Bus
-from aios_rl.cli.shell import ensure_tasks, resolve
+from aios_rl.cli.engine import ensure_tasks, resolve
 from aios_rl.envs.shell.store import ShellTaskStore as TaskStore
 from aios_rl.stack.embedded import StackError, wait_for_services
 from aios_rl.state.checkpoints import CheckpointRegistry

@@ -348,7 +348,7 @@ def _eval(args: argparse.Namespace) -> int:
     from ..envs.registry import task_store
     from ..stack.embedded import StackError, stack
     from ._training import check_student, check_text_student, embedded_options
-    from .shell import _summary_table, evaluate, resolve
+    from .engine import evaluate, resolve, summary_table
 
     check_student(args)
     env = f"agentbench_{args.env}"
@@ -397,7 +397,7 @@ def _eval(args: argparse.Namespace) -> int:
                 )
                 return 0
             console.print(
-                _summary_table(
+                summary_table(
                     f"{env} eval: {args.split}, {len(ids)} tasks, near-greedy, 95% intervals",
                     {checkpoint[:12]: summary},
                 )
@@ -416,7 +416,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from ..stack.embedded import StackError
-    from .shell import run_shell_train
+    from .engine import run_train
 
     args.environment = f"agentbench_{args.env}"
     args.heldout_split = args.heldout_split or args.split
@@ -424,6 +424,6 @@ def _train(args: argparse.Namespace) -> int:
         raise CliError(f"--student {args.student} cannot write text: AgentBench needs hf")
     args.nats_url = url(args)
     try:
-        return run_shell_train(args)
+        return run_train(args)
     except (StackError, TimeoutError) as exc:
         raise CliError(str(exc)) from None

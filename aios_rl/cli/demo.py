@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from ..stack.embedded import StackError, has_state, stack
-from ._common import CliError, training_args
+from ._common import CliError, make_console, training_args
 from ._training import embedded_options, teacher_needs
-from .shell import check_training, make_console, train_and_report
+from .engine import check_training, train_and_report
 
 __all__ = ["add", "run_demo"]
 

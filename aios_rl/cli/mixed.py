@@ -1,10 +1,9 @@
 """``aios-rl mixed`` and ``aios-rl mixed-eval``: one student trained on several environments at
-once, and its held-out scores per environment; plus the top-level names the specification uses
-for the shell flow (``benchmark-generate``, ``train``, ``eval``).
+once, and its held-out scores per environment.
 
 ``mixed`` runs one campaign whose epochs draw tasks from every environment by ``--ratio``, runs
 them concurrently, and ends each epoch in one verdict and one decision for the whole student
-(the comparison's per-environment veto: ``services/comparison/logic.py``). Like ``shell train``
+(the comparison's per-environment veto: ``aios_rl/comparison.py``). Like ``shell train``
 it uses the stack at ``--nats-url`` when one answers, else an embedded one on the store
 (``--store``), and generates the tasks any environment lacks first.
 """
@@ -29,9 +28,9 @@ from ..state.ledger import Ledger
 from ._common import (
     CliError,
     bus_args,
-    eval_args,
     insecure_arg,
     json_arg,
+    make_console,
     positive,
     print_json,
     store_arg,
@@ -39,22 +38,19 @@ from ._common import (
 )
 from ._training import apply_teacher, campaign_spec, check_store_student
 from .campaign_watch import run_campaign
-from .evaluation import EvalSummary
-from .report import env_table, epoch_table, rollout_table
-from .shell import (
+from .engine import (
     NEEDS,
     POINTERS,
-    _on_a_stack,
-    _stack,
     check_training,
     ensure_tasks,
     evaluate,
-    make_console,
     needs_of,
+    on_a_stack,
+    open_stack,
     resolve,
-    run_shell_eval,
-    run_shell_train,
 )
+from .evaluation import EvalSummary
+from .report import env_table, epoch_table, rollout_table
 
 __all__ = ["DEFAULT_RATIO", "add", "parse_ratio"]
 
@@ -122,7 +118,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     training_args(mixed, epochs=5, train_tasks=60, heldout=16)
     mixed.add_argument("--campaign-id", help="campaign id (default mixed-<date>-<time>)")
     bus_args(mixed)
-    mixed.set_defaults(run=_on_a_stack(_run_mixed))
+    mixed.set_defaults(run=on_a_stack(_run_mixed))
 
     ev = subparsers.add_parser(
         "mixed-eval",
@@ -149,56 +145,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     store_arg(ev)
     insecure_arg(ev)
     bus_args(ev)
-    ev.set_defaults(run=_on_a_stack(_run_mixed_eval))
-
-    # The specification's top-level names for the shell flow.
-    gen = subparsers.add_parser(
-        "benchmark-generate",
-        help="generate tasks of one environment (default shell) and store them",
-    )
-    gen.add_argument("--count", type=positive, required=True, help="tasks to generate")
-    gen.add_argument(
-        "--env", choices=ENVIRONMENTS, default="shell", help="environment (default shell)"
-    )
-    gen.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
-    gen.add_argument(
-        "--split",
-        choices=("train", "heldout", "real"),
-        default="train",
-        help="split (default train)",
-    )
-    gen.add_argument("--out", metavar="DIR", help="shell: also write the tasks to this directory")
-    gen.add_argument(
-        "--no-store", action="store_true", help="shell: do not store them (needs --out)"
-    )
-    bus_args(gen)
-    gen.set_defaults(run=_generate)
-
-    train = subparsers.add_parser("train", help="the same as `shell train`")
-    training_args(train, epochs=5)
-    train.add_argument("--campaign-id", help="campaign id (default shell-<date>-<time>)")
-    bus_args(train)
-    train.set_defaults(run=_on_a_stack(run_shell_train), environment="shell")
-
-    evaluate_p = subparsers.add_parser("eval", help="the same as `shell eval`")
-    eval_args(evaluate_p, limit=50, splits=("heldout", "train", "real", "real-heldout"))
-    evaluate_p.set_defaults(run=_on_a_stack(run_shell_eval), environment="shell")
-
-
-def _generate(args: argparse.Namespace) -> int:
-    if args.env == "shell":
-        from .shell import _benchmark_generate
-
-        return _benchmark_generate(args)
-    if args.split == "real" or args.out or args.no_store:
-        raise CliError("--split real, --out and --no-store are for shell tasks")
-    if args.env == "browser":
-        from .browser import _generate as generate_browser
-
-        return generate_browser(args)
-    from .orchestrator import _generate as generate_orchestrator
-
-    return generate_orchestrator(args)
+    ev.set_defaults(run=on_a_stack(_run_mixed_eval))
 
 
 def heldout_table(title: str, columns: Mapping[str, Mapping[str, EvalSummary]]) -> Table:
@@ -243,7 +190,7 @@ async def _scores(
 
 
 def _needs(envs: list[str], strategy: str = "uniform") -> set[str]:
-    needs = NEEDS - {"shell-runner"}
+    needs = set(NEEDS)
     for env in envs:
         needs |= needs_of(env)
     return needs | ({"rail"} if strategy in RAIL else set())
@@ -257,7 +204,7 @@ def _run_mixed(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         started = time.monotonic()
-        async with _stack(args, console, _needs(envs, args.strategy)) as st:
+        async with open_stack(args, console, _needs(envs, args.strategy)) as st:
             bus = st.bus
             campaign_id = args.campaign_id or f"mixed-{time.strftime('%Y%m%d-%H%M%S')}"
             spec = campaign_spec(args, campaign_id, ratios, episode_deadline_s=600)
@@ -326,7 +273,7 @@ def _run_mixed_eval(args: argparse.Namespace) -> int:
     console = make_console(args)
 
     async def main() -> int:
-        async with _stack(args, console, _needs(envs)) as st:
+        async with open_stack(args, console, _needs(envs)) as st:
             heldout = {
                 env: await ensure_tasks(st.bus, "heldout", args.limit, console, env=env)
                 for env in envs

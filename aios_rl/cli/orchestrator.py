@@ -1,5 +1,6 @@
 """``aios-rl orchestrator benchmark-generate | train | eval | import | mine``: the orchestrator
-environment's commands. ``train`` / ``eval`` are the shell's (on ``--nats-url``'s stack or an
+environment's commands. ``benchmark-generate``, ``train`` and ``eval`` are declared as every
+environment's (:mod:`.environments`; ``train`` / ``eval`` on ``--nats-url``'s stack or an
 embedded one); ``eval`` also prints what the baselines score on the same tasks; ``import`` stores
 a user's own decisions (a JSONL log); ``mine`` turns the blocked and failed shell and browser
 episodes the stack has recorded into clarity-gate tasks."""
@@ -14,53 +15,14 @@ from collections.abc import Sequence
 from contracts import Names, OrchestratorTask
 
 from ..bus import Bus, connect
-from ._common import (
-    CliError,
-    bus_args,
-    eval_args,
-    positive,
-    training_args,
-    url,
-)
-from .shell import _on_a_stack, run_shell_eval, run_shell_train
+from . import environments
+from ._common import CliError, bus_args, url
 
 __all__ = ["add", "baseline_scores"]
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
-    orch = subparsers.add_parser(
-        "orchestrator",
-        help="the orchestrator environment: preflight, dispatch, clarity gates, quality review",
-    )
-    sub = orch.add_subparsers(dest="orchestrator_command", metavar="ACTION", required=True)
-    gen = sub.add_parser(
-        "benchmark-generate", help="generate orchestrated-run tasks and store them"
-    )
-    gen.add_argument("--count", type=positive, required=True, help="tasks to generate")
-    gen.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
-    gen.add_argument(
-        "--split", choices=("train", "heldout"), default="train", help="which split (default train)"
-    )
-    bus_args(gen)
-    gen.set_defaults(run=_generate)
-
-    train = sub.add_parser(
-        "train",
-        help="train the student on orchestrator tasks: a campaign with held-out scores before "
-        "and after",
-    )
-    training_args(train, epochs=5, train_tasks=120, heldout=60, splits=("train",))
-    train.add_argument("--campaign-id", help="campaign id (default orchestrator-<date>-<time>)")
-    bus_args(train)
-    train.set_defaults(run=_on_a_stack(run_shell_train), environment="orchestrator")
-
-    ev = sub.add_parser(
-        "eval",
-        help="success, mean reward of a checkpoint with intervals, and the baselines' on the "
-        "same tasks",
-    )
-    eval_args(ev, limit=60)
-    ev.set_defaults(run=_on_a_stack(_eval), environment="orchestrator")
+    sub = environments.add_group(subparsers, "orchestrator", after_eval=_baselines)
 
     imp = sub.add_parser(
         "import",
@@ -88,19 +50,6 @@ async def _store(args: argparse.Namespace, tasks: Sequence[OrchestratorTask]) ->
     async with connect(url(args), name="aios-rl-orchestrator", names=Names(args.namespace)) as bus:
         result = await task_store(bus, "orchestrator").put_all(tasks)
     return result.stored, result.existing
-
-
-def _generate(args: argparse.Namespace) -> int:
-    from ..envs.orchestrator import generate
-
-    tasks = generate(args.count, seed=args.seed, split=args.split)
-    stored, existing = asyncio.run(_store(args, tasks))
-    kinds = Counter(t.kind for t in tasks)
-    print(
-        f"{len(tasks)} {args.split} orchestrator tasks ({kinds['run']} runs, "
-        f"{kinds['clarity']} clarity gates): {stored} stored, {existing} already there"
-    )
-    return 0
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -179,7 +128,3 @@ async def _baselines(bus: Bus, ids: list[str]) -> dict[str, float]:
 
         train = generate(400, seed=0)  # none stored: fit the rules on the generator's train split
     return baseline_scores(tasks, train)
-
-
-def _eval(args: argparse.Namespace) -> int:
-    return run_shell_eval(args, after=_baselines)
