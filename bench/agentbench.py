@@ -13,7 +13,7 @@ counted apart). Also the machine's start and close times over repeated starts.
 
 Run from the repo root:
 
-    .venv/bin/python bench/agentbench.py --dir ../shared/agentbench-dev   # ~30 s
+    .venv/bin/python bench/agentbench.py --dir "$AGENTBENCH_DIR"   # ~30 s (AgentBench's data folder)
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB RAM, "
         f"{machine['os']}; Python {machine['python']}",
         f"- data: AgentBench `dbbench/{args.split}.jsonl` ({len(tasks)} tasks), as in "
-        "`../shared/agentbench-dev` (AgentBench at 578c5e9, unchanged)",
+        "AgentBench's data folder at commit 578c5e9, unchanged",
         f"- whole run: {seconds:.1f} s ({seconds / max(1, len(tasks)):.2f} s per task, MariaDB start "
         "included)",
         "",

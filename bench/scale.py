@@ -73,7 +73,7 @@ class Settings:
     """JetStream messages one episode costs in the projection: the episode stream's hops (rollout
     job, completed, taught, rewarded, compared, replay lane: 6) and about as many KV operations
     (the campaign's arrivals, comparison's marks and statistics), from the design
-    (ARCHITECTURE.md's pipeline), not counted in this run."""
+    (the episode pipeline in docs/architecture.md), not counted in this run."""
 
 
 FULL = Settings(tasks=16, repeats=2, messages=4000)

@@ -17,6 +17,7 @@ from aios_rl.envs.agentbench.machine import MachineError
 from aios_rl.envs.agentbench.mariadb import MariaDbError
 from aios_rl.envs.browser.actions import InvalidAction
 from aios_rl.envs.browser.miniwob import MiniwobError
+from aios_rl.envs.loop import StepLimitError
 from aios_rl.envs.orchestrator.importer import LogFormatError
 from aios_rl.envs.registry import UnknownEnvironmentError
 from aios_rl.envs.shell._common import GenerationError
@@ -27,6 +28,7 @@ from aios_rl.envs.shell.repo import SnapshotError
 from aios_rl.envs.shell.sandbox import SandboxError
 from aios_rl.envs.shell.verify import EditError
 from aios_rl.errors import AiosError
+from aios_rl.local.policy import UnknownLocalCheckpointError
 from aios_rl.stack.embedded import NoStoreError, StackError
 from aios_rl.stack.natsd import NatsServerError
 from aios_rl.stack.supervisor import PlanError
@@ -64,6 +66,8 @@ ROOTS = [
     MachineError,
     ImageMissing,
     SessionLimitError,
+    StepLimitError,
+    UnknownLocalCheckpointError,
 ]
 
 

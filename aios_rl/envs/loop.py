@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from contracts import ActRequest, ActResponse, RolloutJob, TrajectoryStep
 
+from ..errors import AiosError
 from .base import Environment
 
 __all__ = ["Act", "StepLimitError", "run_steps", "step_seed"]
@@ -23,7 +24,7 @@ Act = Callable[[ActRequest], Awaitable[ActResponse]]
 """The policy: one request, one response (raises whatever its transport raises)."""
 
 
-class StepLimitError(RuntimeError):
+class StepLimitError(AiosError, RuntimeError):
     """The environment did not end within the runner's step limit."""
 
 

@@ -7,13 +7,14 @@ import asyncio
 
 from contracts import ActRequest, ActResponse
 
+from ..errors import AiosError
 from ..student.base import StudentBackend
 from ..student.serving import decision_for, response_for
 
 __all__ = ["LocalPolicy", "UnknownLocalCheckpointError"]
 
 
-class UnknownLocalCheckpointError(LookupError):
+class UnknownLocalCheckpointError(AiosError, LookupError):
     """A request named a checkpoint the local policy does not hold."""
 
 

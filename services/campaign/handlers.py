@@ -25,6 +25,7 @@ from aios_rl.bus import (
     get_logger,
 )
 from aios_rl.comparison import verdict_request
+from aios_rl.errors import AiosError
 from aios_rl.rail.plan import decision_orders, realized_traces, round_asks
 from aios_rl.rollouts import RAIL, group_contrasts, tied
 from aios_rl.rollouts import validate as validate_strategy
@@ -71,7 +72,7 @@ from .settings import CampaignSettings
 from .store import Arrivals, Rollouts
 
 
-class NoActiveCheckpoint(RuntimeError):
+class NoActiveCheckpoint(AiosError, RuntimeError):
     """Nothing is active yet (the trainer has not stored its first checkpoint): transient."""
 
 
