@@ -93,8 +93,8 @@ from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
 from aios_rl.envs.orchestrator import baselines
 from aios_rl.envs.orchestrator import generate as orchestrator_split
 from aios_rl.envs.orchestrator.adapter import OrchestratorHost
-from aios_rl.envs.runner import RunnerSettings
 from aios_rl.envs.shell.episode import ShellEnvConfig
+from aios_rl.local import runner_settings
 from aios_rl.stats import paired_difference, wilson
 from aios_rl.student import new_student
 from aios_rl.student.base import StudentBackend
@@ -259,7 +259,7 @@ async def measure_orchestrator(s: Settings, log: Callable[[str], None]) -> tuple
         f"({kinds.count('run')} whole runs, {kinds.count('clarity')} clarity gates held out)"
     )
     refs = references(train, heldout, s.seeds)
-    host = OrchestratorHost(RunnerSettings(env="orchestrator"))
+    host = OrchestratorHost(runner_settings("orchestrator"))
     res = {}
     for seed in s.seeds:
         res[str(seed)] = await train_one(
@@ -676,8 +676,8 @@ def main(argv: list[str] | None = None) -> int:
         training = (
             "Training: the in-process kernel (aios_rl.local: the campaign's epochs, the runner's episodes, the trainer's update; no NATS, no comparison gate, no teacher "
             "reward shaping): GRPO groups at temperature 1 through the orchestrator's adapter "
-            f"(OrchestratorHost) and the runner's step loop (at most "
-            f"{min(RunnerSettings().max_steps, OrchestratorTask(task_id='').max_steps)} "
+            f"(OrchestratorHost) and the runner's episode function (at most "
+            f"{min(runner_settings('orchestrator').max_steps, OrchestratorTask(task_id='').max_steps)} "
             "decisions), "
             "oracle teacher hints (judge_orchestrator: the best decision at every wrong one) "
             "distilled, one update per epoch with the trainer service's configuration. "

@@ -63,7 +63,6 @@ from aios_rl.envs.browser import generate as browser_split
 from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
 from aios_rl.envs.orchestrator import generate as orchestrator_split
 from aios_rl.envs.orchestrator.adapter import OrchestratorHost
-from aios_rl.envs.runner import RunnerSettings
 from aios_rl.envs.shell.adapter import ShellHost
 from aios_rl.envs.shell.generate import generate as shell_split
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
@@ -304,7 +303,7 @@ async def environments(s: Settings, log: Callable[[str], None]) -> AsyncIterator
         "tasks (train / held-out): "
         + ", ".join(f"{env} {len(train[env])} / {len(heldout[env])}" for env in ENVS)
     )
-    orchestrator = OrchestratorHost(RunnerSettings(env="orchestrator"))
+    orchestrator = OrchestratorHost(runner_settings("orchestrator"))
     names = Names(f"bench{uuid.uuid4().hex[:10]}")
     with _common.nats_server("aios-phase-de-") as server:
         async with connect(server.url, name="bench-phase-de", names=names) as bus:

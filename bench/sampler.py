@@ -74,9 +74,9 @@ from aios_rl.stats import quantile
 from aios_rl.student import load_student
 from aios_rl.student.base import Decision, Regime
 from aios_rl.student.features import hashed_ngrams
+from aios_rl.student.serving import derive_seed
 from bench import _common
 from contracts import ActRequest, ActResponse, DecodingRegime, ServiceStatus, decode, encode
-from services.sampler.logic import derive_seed
 
 
 @dataclass(frozen=True)

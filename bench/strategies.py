@@ -416,9 +416,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(res)} seed(s) x {s.heldout_tasks} held-out tasks: held-out success is a small "
         "sample; read it with the Wilson and paired bootstrap intervals above. Nothing here is "
         "claimed beyond these numbers.",
-        "Training: the campaign's rounds in one process (no NATS, no comparison gate, no teacher "
-        "reward shaping): plan_jobs, plan_round and resample_tasks as the campaign service calls "
-        "them, episodes through the runner's step loop in the sandbox at temperature 1, oracle "
+        "Training: the in-process kernel (aios_rl.local; no NATS, no comparison gate, no teacher "
+        "reward shaping): the campaign's rounds (plan_jobs, plan_next) as the campaign service "
+        "runs them, episodes through the runner's episode function in the sandbox at temperature 1, oracle "
         "teacher hints distilled (a continuation's replayed prefix is judged too, as in the "
         "stack), one update per epoch with the trainer service's configuration; dapo-filter's "
         "tied groups are left out of the update. Evaluation: one near-greedy (T=0.1) episode per "

@@ -388,12 +388,15 @@ def test_cycle_finder_sees_a_cycle_and_ignores_imports_in_functions() -> None:
     assert strongly_connected(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
 
 
-def test_no_import_cycle_among_the_modules_of_aios_rl() -> None:
+@pytest.mark.parametrize(
+    ("top", "probe"), [("aios_rl", "aios_rl.state._handles"), ("bench", "bench._kernel")]
+)
+def test_no_import_cycle_among_the_modules_of(top: str, probe: str) -> None:
     sources = {}
-    for path in python_files("aios_rl"):
+    for path in python_files(top):
         module, is_package = module_name(path)
         sources[module] = (path.read_text(encoding="utf-8"), is_package)
-    assert "aios_rl.state._handles" in sources, "the scan missed the state room"
+    assert probe in sources, f"the scan missed {probe}"
     graph = import_graph(sources)
     cycles = strongly_connected(graph)
     report = [
@@ -409,6 +412,58 @@ def test_no_import_cycle_among_the_modules_of_aios_rl() -> None:
         for cycle in cycles
     ]
     assert not cycles, (
-        "modules of aios_rl/ that import each other at module level (move what they share to "
+        f"modules of {top}/ that import each other at module level (move what they share to "
         "the module it belongs to, or to a small one both import):\n" + "\n".join(report)
+    )
+
+
+# -- benchmarks run the product's loop ---------------------------------------------------------------
+
+LOOP_PARTS = (
+    "aios_rl.envs.loop",
+    "aios_rl.envs.runner",
+    "aios_rl.rollouts.epoch",
+    "aios_rl.rail.plan",
+    "aios_rl.student.train",
+    "aios_rl.comparison",
+    "services.campaign",
+    "services.runner",
+    "services.trainer",
+    "services.comparison",
+    "services.sampler.logic",
+)
+"""What a benchmark would import to run episodes, epochs, updates or verdicts of its own: every
+benchmark that trains goes through the in-process kernel (``aios_rl.local``) instead."""
+UPDATE_BENCHES = {"bench/trainer.py", "bench/threads.py"}
+"""They time the update function itself (bare updates against the trainer service)."""
+
+
+def loop_imports(path: Path) -> list[str]:
+    module, is_package = module_name(path)
+    return sorted(
+        f"{rel(path)}:{line}: imports {target}"
+        for line, target in imported_modules(parse(path), module, is_package)
+        if any(target == p or target.startswith(p + ".") for p in LOOP_PARTS)
+    )
+
+
+def test_the_loop_scanner_sees_an_import_of_the_campaigns_planner(tmp_path: Path) -> None:
+    probe = REPO / "bench" / "_probe_loop.py"
+    probe.write_text("from aios_rl.rollouts.epoch import plan_jobs\nimport aios_rl.local\n")
+    try:
+        assert loop_imports(probe) == [
+            "bench/_probe_loop.py:1: imports aios_rl.rollouts.epoch",
+            "bench/_probe_loop.py:1: imports aios_rl.rollouts.epoch.plan_jobs",
+        ]
+    finally:
+        probe.unlink()
+
+
+def test_benchmarks_train_through_the_kernel_not_a_loop_of_their_own() -> None:
+    files = [p for p in python_files("bench") if rel(p) not in UPDATE_BENCHES]
+    assert REPO / "bench" / "learning.py" in files, "the scan missed the benchmarks"
+    found = [hit for p in files for hit in loop_imports(p)]
+    assert not found, (
+        "benchmarks that reach past the kernel (aios_rl.local) for a part of the loop:\n  "
+        + "\n  ".join(found)
     )
