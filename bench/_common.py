@@ -189,7 +189,8 @@ def code_version() -> str:
             cwd=BENCH_DIR,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            # results files a run writes do not make the code dirty
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"],
             capture_output=True,
             text=True,
             check=True,

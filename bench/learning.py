@@ -333,6 +333,15 @@ def per_kind(res: dict) -> dict[str, tuple[list[float], list[float]]]:
     return out
 
 
+def direction(low: float, high: float) -> str:
+    """What a paired interval of after - before says: above 0, below 0, or neither."""
+    if low > 0:
+        return "beyond noise"
+    if high < 0:
+        return "WORSE beyond noise"
+    return "NOT beyond noise"
+
+
 def interval(before: list[float], after: list[float]) -> str:
     """:func:`paired_difference` in words: ``+0.120 [+0.050, +0.190]``."""
     d, lo, hi = paired_difference(before, after)
@@ -500,7 +509,7 @@ def students_main(s: Settings, out: Path) -> int:
         notes.append(
             f"The {backend} student: held-out success untrained {b.pct()}, trained {a.pct()} "
             f"(Wilson 95 %); paired difference trained - untrained {d:+.3f} [{lo:+.3f}, "
-            f"{hi:+.3f}] ({'beyond noise' if lo > 0 else 'NOT beyond noise'}). Rollout success "
+            f"{hi:+.3f}] ({direction(lo, hi)}). Rollout success "
             "per epoch: "
             + "; ".join(
                 f"seed {seed} " + " ".join(f"{x:.0%}" for x in r[str(seed)]["train_curve"])
@@ -634,11 +643,11 @@ def main(argv: list[str] | None = None) -> int:
         kind_notes.append(
             f"Held-out {name} tasks ({len(before)} (seed, task) pairs): untrained {kb.pct()}, "
             f"trained {ka.pct()}; paired difference {kd:+.3f} [{kl:+.3f}, {kh:+.3f}] "
-            f"({'beyond noise' if kl > 0 else 'NOT beyond noise'})."
+            f"({direction(kl, kh)})."
         )
     console.print(table)
     _common.print_rows("learning: trained vs untrained", rows, "trained", "untrained", console)
-    verdict = "beyond noise" if low > 0 else "NOT beyond noise"
+    verdict = direction(low, high)
     console.print(
         f"paired difference trained - untrained: {diff:+.3f} [{low:+.3f}, {high:+.3f}] ({verdict})"
     )
@@ -650,6 +659,8 @@ def main(argv: list[str] | None = None) -> int:
         learned = (
             "The student learned beyond noise: the paired interval is above 0."
             if low > 0
+            else "The student got WORSE beyond noise: the paired interval is below 0."
+            if high < 0
             else "The student did NOT learn beyond noise: the paired interval is not above 0."
         )
         training = (
@@ -666,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
         env_notes = [learned, *kind_notes]
     elif env == "orchestrator":
         d, lo, hi = reward_json["untrained student"]["trained_minus_policy"]
-        reward_verdict = "beyond noise" if lo > 0 else "NOT beyond noise"
+        reward_verdict = direction(lo, hi)
         learned = (
             "The student learned beyond noise: the paired interval of the reward is above 0."
             if lo > 0
