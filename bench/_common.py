@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.table import Table
 
-from aios_rl.bus import Bus, configure_logging, connect, provision
+from aios_rl.bus import Bus, Service, configure_logging, connect, provision
 from aios_rl.stack.natsd import NatsServer
 from contracts import Names
 
@@ -504,3 +504,22 @@ async def start_service(
         await pumping
     if code != 0:
         raise RuntimeError(f"{module} exited with {code}; its log is {log_path}")
+
+
+@contextlib.asynccontextmanager
+async def running(svc: Service) -> AsyncIterator[None]:
+    """Run ``svc`` in a task until the block ends, entered once it is ready (a start-up error is
+    raised here); stopped and joined at exit."""
+    task = asyncio.create_task(svc.run(install_signal_handlers=False), name=f"svc-{svc.name}")
+    ready = asyncio.create_task(svc.ready.wait())
+    try:
+        await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        if not svc.ready.is_set():
+            if task.done():
+                task.result()  # raises the start-up error
+            raise RuntimeError(f"{svc.name} was not ready within 10 s")
+        yield
+    finally:
+        ready.cancel()
+        svc.stop()
+        await asyncio.wait_for(task, 15)

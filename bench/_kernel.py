@@ -1,14 +1,12 @@
 """What the training benchmarks share on top of the in-process kernel (``aios_rl.local``): the
 oracle teacher as the stand-in for the teacher stage (``taught``), held-out scoring
 (``score``), a student's rollouts on a shell host of its own or on a host the caller keeps
-(``shell_rollouts``, ``on_host``), a learning run (``Settings``, ``train_one``), one strategy
-arm's training run (``train_run``) and a service
-run in this process (``running``). The loop itself -- episodes, epochs, updates -- is the
+(``shell_rollouts``, ``on_host``), a learning run (``Settings``, ``train_one``), and one strategy
+arm's training run (``train_run``). The loop itself -- episodes, epochs, updates -- is the
 kernel's; nothing here runs an episode."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import statistics
 import time
@@ -19,7 +17,6 @@ from typing import Any
 import msgspec
 import torch
 
-from aios_rl.bus import Service
 from aios_rl.envs.base import EnvironmentHost
 from aios_rl.envs.shell.adapter import ShellHost
 from aios_rl.envs.shell.episode import ShellEnvConfig
@@ -58,7 +55,6 @@ __all__ = [
     "Task",
     "environment_of",
     "on_host",
-    "running",
     "score",
     "shell_rollouts",
     "shell_splits",
@@ -158,25 +154,6 @@ def on_host(
         yield Rollouts({env: host}, {t.task_id: t for t in tasks}, policy, workers=workers)
 
     return rollouts_for
-
-
-@contextlib.asynccontextmanager
-async def running(svc: Service) -> AsyncIterator[None]:
-    """Run ``svc`` in a task until the block ends, entered once it is ready (a start-up error is
-    raised here); stopped and joined at exit."""
-    task = asyncio.create_task(svc.run(install_signal_handlers=False), name=f"svc-{svc.name}")
-    ready = asyncio.create_task(svc.ready.wait())
-    try:
-        await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        if not svc.ready.is_set():
-            if task.done():
-                task.result()
-            raise RuntimeError(f"{svc.name} was not ready within 10 s")
-        yield
-    finally:
-        ready.cancel()
-        svc.stop()
-        await asyncio.wait_for(task, 15)
 
 
 async def train_run(

@@ -37,7 +37,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -236,23 +236,6 @@ def policy_service(bus: Bus) -> Service:
     return svc
 
 
-@contextlib.asynccontextmanager
-async def serving(svc: Service) -> AsyncIterator[None]:
-    task = asyncio.create_task(svc.run(install_signal_handlers=False))
-    ready = asyncio.create_task(svc.ready.wait())
-    try:
-        await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        if not svc.ready.is_set():
-            if task.done():
-                task.result()  # raises the start-up error
-            raise RuntimeError(f"{svc.name} was not ready within 10 s")
-        yield
-    finally:
-        ready.cancel()
-        svc.stop()
-        await asyncio.wait_for(task, 15)
-
-
 class Completions:
     """Counts the episodes published on ``episode.completed.browser`` by id."""
 
@@ -357,7 +340,7 @@ async def measure_runners(
         done = Completions()
         sub = await bus.subscribe(names.episode("completed", "browser"), done.on_message)
         try:
-            async with serving(policy_service(bus)), contextlib.AsyncExitStack() as stack:
+            async with _common.running(policy_service(bus)), contextlib.AsyncExitStack() as stack:
                 procs: list[asyncio.subprocess.Process] = []
                 for n in s.replicas:
                     started = time.perf_counter()

@@ -102,7 +102,6 @@ from bench import _common
 from bench._kernel import (
     Settings,
     on_host,
-    running,
     shell_rollouts,
     shell_splits,
     train_one,
@@ -229,7 +228,7 @@ async def measure_browser(s: Settings, log: Callable[[str], None]) -> dict:
                 BrowserRunnerSettings(nats_url="", screenshots=False, action_timeout_s=1)
             )
             host.attach(bus)
-            async with running(sites):
+            async with _common.running(sites):
                 try:
                     res = {}
                     for seed in s.seeds:

@@ -70,7 +70,7 @@ from aios_rl.local import LocalPolicy, Rollouts, collect_epoch, runner_settings,
 from aios_rl.stats import Interval, bootstrap_mean, paired_difference, stratified_mean, wilson
 from aios_rl.student import load_student, new_student
 from bench import _common
-from bench._kernel import RolloutsFor, Task, running, score, taught
+from bench._kernel import RolloutsFor, Task, score, taught
 from contracts import (
     BrowserTask,
     CampaignSpec,
@@ -339,7 +339,7 @@ async def environments(s: Settings, log: Callable[[str], None]) -> AsyncIterator
                 finally:
                     retries.extend(rollouts.retries)
 
-            async with running(sites):
+            async with _common.running(sites):
                 try:
                     yield Splits(train, heldout, rollouts_for, retries)
                 finally:

@@ -66,20 +66,17 @@ sys.path.insert(
 )  # run as a script: `bench` importable
 
 import msgspec
-import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
 
-from aios_rl.local import LocalPolicy, LocalRail
+from aios_rl.local import LocalRail
 from aios_rl.rail import Controller, label
 from aios_rl.rail.scorer import agreement
 from aios_rl.rollouts import RAIL
 from aios_rl.stats import paired_difference, wilson
-from aios_rl.student import load_student, new_student
 from bench import _common, strategies
-from bench._kernel import score, shell_rollouts, shell_splits, train_run
 from bench.strategies import BASELINE, Arm, compare, pooled
 from contracts import (
     BranchingSettings,
@@ -244,43 +241,20 @@ def rail_report(rail: LocalRail, families: Mapping[str, str]) -> dict:
 
 
 async def measure(s: Settings, log: Callable[[str], None]) -> dict:
-    """Every arm of every seed (strategies.py's runs; a RAIL arm collects with its own
-    controller, driven in process as the RAIL service drives it)."""
-    torch.set_num_threads(1)
-    train, heldout = shell_splits(s.train_tasks, s.heldout_tasks, log)
-    tasks = {t.task_id: t for t in [*train, *heldout]}
-    families = {t: tasks[t].family for t in tasks}
-    rollouts_for = shell_rollouts(list(tasks.values()), s.workers)
-    out: dict = {}
-    for seed in s.seeds:
-        torch.manual_seed(seed)
-        weights = new_student("tiny", seed=seed).to_bytes()
-        async with rollouts_for(LocalPolicy(load_student(weights))) as rollouts:
-            before, _ = await score(rollouts, heldout, "before")
-        log(f"seed {seed}: untrained held-out success {statistics.fmean(before):.0%}")
-        arms: dict = {}
-        for arm in ARMS:
-            spec = arm_spec(arm, seed, s)
-            rail = (
-                LocalRail(Controller(spec.campaign_id, spec.rail, seed=seed))
-                if arm.strategy in RAIL
-                else None
-            )
-            arms[arm.name] = await train_run(
-                spec,
-                weights,
-                rollouts_for,
-                tasks,
-                heldout,
-                log,
-                name=arm.name,
-                mid_epoch=max(1, s.epochs // 2),
-                rail=rail,
-            )
-            if rail is not None:
-                arms[arm.name]["rail"] = rail_report(rail, families)
-        out[str(seed)] = {"before": before, "arms": arms}
-    return out
+    """Every arm of every seed (strategies.py's runs); a RAIL arm collects with a controller of
+    its own per seed, driven in process as the RAIL service drives it."""
+    return await strategies.measure(
+        s,
+        log,
+        arms=ARMS,
+        spec_of=arm_spec,
+        rail_for=lambda spec: (
+            LocalRail(Controller(spec.campaign_id, spec.rail, seed=spec.seed))
+            if spec.rollout_strategy in RAIL
+            else None
+        ),
+        rail_report=lambda rail, tasks: rail_report(rail, {t: tasks[t].family for t in tasks}),
+    )
 
 
 # -- results -------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -59,7 +59,7 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
 
-from aios_rl.local import LocalPolicy
+from aios_rl.local import LocalPolicy, LocalRail
 from aios_rl.rollouts import (
     validate,
 )
@@ -71,6 +71,7 @@ from contracts import (
     BranchingSettings,
     CampaignSpec,
     RolloutStrategy,
+    ShellTask,
     TrainerSettings,
 )
 
@@ -168,7 +169,19 @@ def arm_label(arm: Arm) -> str:
 # -- every arm of every seed, through the kernel -------------------------------------------------
 
 
-async def measure(s: Settings, log: Callable[[str], None]) -> dict:
+async def measure(
+    s: Settings,
+    log: Callable[[str], None],
+    *,
+    arms: Sequence[Arm] = ARMS,
+    spec_of: Callable[[Arm, int, Settings], CampaignSpec] = arm_spec,
+    rail_for: Callable[[CampaignSpec], LocalRail | None] = lambda _spec: None,
+    rail_report: Callable[[LocalRail, Mapping[str, ShellTask]], dict] | None = None,
+) -> dict:
+    """Every arm of every seed, each a ``train_run`` from the seed's initial weights, and the
+    untrained student's held-out success per seed. ``rail_for`` gives an arm's spec its RAIL
+    controller (``None``: the strategy plans its rounds), ``rail_report`` what a run's
+    controller did (``bench/rail.py``)."""
     torch.set_num_threads(1)
     train, heldout = shell_splits(s.train_tasks, s.heldout_tasks, log)
     tasks = {t.task_id: t for t in [*train, *heldout]}
@@ -180,22 +193,24 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict:
         async with rollouts_for(LocalPolicy(load_student(weights))) as rollouts:
             before, _ = await score(rollouts, heldout, "before")
         log(f"seed {seed}: untrained held-out success {statistics.fmean(before):.0%}")
-        out[str(seed)] = {
-            "before": before,
-            "arms": {
-                arm.name: await train_run(
-                    arm_spec(arm, seed, s),
-                    weights,
-                    rollouts_for,
-                    tasks,
-                    heldout,
-                    log,
-                    name=arm.name,
-                    mid_epoch=max(1, s.epochs // 2),
-                )
-                for arm in ARMS
-            },
-        }
+        runs: dict = {}
+        for arm in arms:
+            spec = spec_of(arm, seed, s)
+            rail = rail_for(spec)
+            runs[arm.name] = await train_run(
+                spec,
+                weights,
+                rollouts_for,
+                tasks,
+                heldout,
+                log,
+                name=arm.name,
+                mid_epoch=max(1, s.epochs // 2),
+                rail=rail,
+            )
+            if rail is not None and rail_report is not None:
+                runs[arm.name]["rail"] = rail_report(rail, tasks)
+        out[str(seed)] = {"before": before, "arms": runs}
     return out
 
 
