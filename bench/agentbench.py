@@ -69,10 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- date: {dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()}",
         f"- command: `{command_line()}`",
+        f"- code: {machine['code']}",
         f"- machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB RAM, "
         f"{machine['os']}; Python {machine['python']}",
         f"- data: AgentBench `dbbench/{args.split}.jsonl` ({len(tasks)} tasks), as in "
         "AgentBench's data folder at commit 578c5e9, unchanged",
+        f"- splits in the data folder: {splits_here(args.dir)}",
         f"- whole run: {seconds:.1f} s ({seconds / max(1, len(tasks)):.2f} s per task, MariaDB start "
         "included)",
         "",
@@ -119,6 +121,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("\n".join(md))
     return 0
+
+
+def splits_here(data: Path) -> str:
+    """Which splits the data folder holds, and whether AgentBench's held-out ones are among them
+    (its test splits: ``dbbench/standard.jsonl``, ``os_interaction/data/<n>/``)."""
+    db = sorted(p.stem for p in (data / "dbbench").glob("*.jsonl"))
+    os_data = data / "os_interaction" / "data"
+    os_splits = sorted(p.stem if p.is_file() else p.name for p in os_data.glob("*"))
+    said = f"DB {', '.join(db) or 'none'}; OS {', '.join(os_splits) or 'none'}"
+    if set(db) <= {"dev"} and set(os_splits) <= {"dev"}:
+        said += (
+            " (AgentBench's held-out test splits are not on this machine: they were not run here)"
+        )
+    return said
 
 
 KNOWN = {

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import pymysql
 import pytest
 
 from aios_rl.bus import Bus
@@ -23,7 +24,7 @@ from aios_rl.envs.agentbench.db import (
     table_hash_sql,
 )
 from aios_rl.envs.agentbench.db_adapter import DbEnv, DbHost, DbRunnerSettings
-from aios_rl.envs.agentbench.mariadb import MariaDb
+from aios_rl.envs.agentbench.mariadb import MYSQL_SQL_MODE, MariaDb
 from aios_rl.envs.agentbench.verify import reference_turns, verify_db
 from contracts import ActRequest, AgentBenchDbTask, DbTable, Names, RolloutJob
 from services.runner.main import build as build_runner
@@ -101,6 +102,17 @@ def test_names_with_backquotes_are_quoted() -> None:
     assert insert == "INSERT INTO `we``ird` (`a``b`) VALUES (%s)" and params == ["x"]
 
 
+def test_a_percent_sign_in_a_name_is_doubled_only_where_parameters_go() -> None:
+    """The driver formats a statement with parameters (``%s``): a ``%`` of a name is written
+    ``%%`` there; the values are parameters, never SQL text; a statement without is plain."""
+    (create, none), (insert, params) = init_statements(
+        DbTable(name="Share %", columns=["Vote %", "b"], rows=[["48%", "%s"]])
+    )
+    assert create == "CREATE TABLE `Share %` (`Vote %` TEXT,`b` TEXT)" and none == []
+    assert insert == "INSERT INTO `Share %%` (`Vote %%`,`b`) VALUES (%s,%s)"
+    assert params == ["48%", "%s"]
+
+
 # -- the server ------------------------------------------------------------------------------------
 
 
@@ -155,6 +167,139 @@ async def test_a_table_mysql_would_refuse_leaves_the_episode_running(server: Mar
     assert "doesn't exist" in env.turns[3]
     result = env.result()
     assert result.outcome == "success" and "Incorrect column name" in result.info["init_error"]
+
+
+def db_line(kind: str, description: str, table: DbTable, label: list[str], **extra: str) -> str:
+    """One task in AgentBench's ``dbbench`` JSONL format."""
+    return json.dumps(
+        {
+            "description": description,
+            "label": label,
+            "type": [kind],
+            "table": {
+                "table_name": table.name,
+                "table_info": {
+                    "columns": [{"name": c, "type": "TEXT"} for c in table.columns],
+                    "rows": table.rows,
+                },
+            },
+            "add_description": f"The name of this table is {table.name}.",
+            **extra,
+        }
+    )
+
+
+def verify_lines(server: MariaDb, path: Path, lines: list[str]) -> list[tuple[str, str, str]]:
+    """The failures of ``verify`` on the tasks ``lines`` (written to ``path``): none expected."""
+    path.write_text("\n".join(lines) + "\n")
+    checks = verify_db(load_db_tasks(path, "held"), server=server)
+    assert len(checks) == len(lines)
+    return [(c.source, c.failure, c.detail) for c in checks if not c.passed or c.detail]
+
+
+def test_percent_signs_in_names_and_values_load_as_data(server: MariaDb, tmp_path: Path) -> None:
+    """A table whose name, column names and values hold ``%`` is made and filled as it is (the
+    set-up once failed with ``unsupported format character``): answer and modification tasks
+    written in AgentBench's format pass ``verify``, and the agent reads the values verbatim."""
+    table = DbTable(
+        name="Share %",
+        columns=["Party", "Vote %", "Note"],
+        rows=[["A", "48%", "%s of 100"], ["B", "52 %", "100%%"], ["C", "%", "%(x)s %d"]],
+    )
+    insert = "INSERT INTO `Share %` (`Party`, `Vote %`, `Note`) VALUES ('D', '0%', '%s')"
+    update = "UPDATE `Share %` SET `Note` = '50%' WHERE `Vote %` LIKE '48\\%'"
+    lines = [
+        db_line("counting", "How many parties are there?", table, ["3"]),
+        db_line(
+            "INSERT",
+            "Add party D with 0%.",
+            table,
+            [insert],
+            answer_md5=expected_hash([*table.rows, ["D", "0%", "%s"]]),
+        ),
+        db_line(
+            "UPDATE",
+            "Party A's note is 50%.",
+            table,
+            [update],
+            answer_md5=expected_hash([["A", "48%", "50%"], *table.rows[1:]]),
+        ),
+    ]
+    assert verify_lines(server, tmp_path / "percent.jsonl", lines) == []
+    ep = server.episode(init_statements(table))
+    try:
+        assert ep.init_error == ""
+        assert ep.execute("SELECT `Vote %`, `Note` FROM `Share %` ORDER BY `Party`") == (
+            "[('48%', '%s of 100'), ('52 %', '100%%'), ('%', '%(x)s %d')]"
+        )
+    finally:
+        ep.close()
+
+
+def test_a_blank_value_read_as_a_number_is_zero_as_in_mysql(
+    server: MariaDb, tmp_path: Path
+) -> None:
+    """MySQL reads a blank text value as 0 without a warning; MariaDB warns, and strict mode
+    makes that an error in an ``UPDATE`` or ``INSERT`` (``1292 Truncated incorrect DECIMAL
+    value: ''``). AgentBench's MySQL accepts those statements, so the environment does too;
+    what MySQL refuses as well (a value that is not a number) stays refused, nothing changed."""
+    table = DbTable(
+        name="Results",
+        columns=["team", "points"],
+        rows=[["Ann", "12"], ["Bob", ""], ["Cid", "3"], ["Dee", "  "], ["Eve", "7 "]],
+    )
+    top = "UPDATE `Results` SET `team` = 'top' WHERE `points` > 5"
+    ep = server.episode(init_statements(table))
+    try:
+        assert ep.execute("SELECT @@sql_mode") == f"[('{MYSQL_SQL_MODE}',)]"
+        with pytest.raises(pymysql.MySQLError, match="Truncated incorrect DECIMAL value: ''"):
+            with ep.conn.cursor() as cur:  # MariaDB's own strict mode: the case at hand
+                cur.execute(top)
+        assert ep.execute(top) == "[]"
+        assert ep.execute("SELECT `team` FROM `Results`") == (
+            "[('top',), ('Bob',), ('Cid',), ('Dee',), ('top',)]"
+        )
+        # still strict for what MySQL refuses too: a value that is not a number
+        ep.execute("INSERT INTO `Results` VALUES ('Fay', 'n/a')")
+        refused = ep.execute("UPDATE `Results` SET `team` = 'low' WHERE `points` < 5")
+        assert refused == "(1292, \"Truncated incorrect DECIMAL value: 'n/a'\")"
+        assert "low" not in ep.execute("SELECT `team` FROM `Results`")  # rolled back whole
+        # the agent's own transaction stays the agent's
+        assert ep.execute("START TRANSACTION") == "[]"
+        assert ep.execute("UPDATE `Results` SET `points` = `points` + 1 WHERE `team` = 'Bob'")
+        assert ep.execute("SELECT `points` FROM `Results` WHERE `team` = 'Bob'") == "[('1',)]"
+        assert ep.execute("ROLLBACK") == "[]"
+        assert ep.execute("SELECT `points` FROM `Results` WHERE `team` = 'Bob'") == "[('',)]"
+        assert ep.execute("SELECT @@sql_mode, @@max_error_count") == f"[('{MYSQL_SQL_MODE}', 64)]"
+        # ONLY_FULL_GROUP_BY, as MySQL 8's default
+        assert "1140" in ep.execute("SELECT `team`, MAX(`points`) FROM `Results`")
+    finally:
+        ep.close()
+    copy = "INSERT INTO `Results` SELECT CONCAT(`team`, '2'), `points` FROM `Results` WHERE `points` < 5"
+    lines = [
+        db_line(
+            "UPDATE",
+            "Teams with more than 5 points are top.",
+            table,
+            [top],
+            answer_md5=expected_hash([["top", "12"], *table.rows[1:4], ["top", "7 "]]),
+        ),
+        db_line(
+            "UPDATE",
+            "Bob gets a point.",
+            table,
+            ["UPDATE `Results` SET `points` = `points` + 1 WHERE `team` = 'Bob'"],
+            answer_md5=expected_hash([table.rows[0], ["Bob", "1"], *table.rows[2:]]),
+        ),
+        db_line(
+            "INSERT",
+            "Copy the teams with fewer than 5 points.",
+            table,
+            [copy],
+            answer_md5=expected_hash([*table.rows, ["Bob2", ""], ["Cid2", "3"], ["Dee2", "  "]]),
+        ),
+    ]
+    assert verify_lines(server, tmp_path / "blank.jsonl", lines) == []
 
 
 # -- episodes --------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import time
@@ -22,7 +23,7 @@ import pytest
 from aios_rl.bus import Bus
 from aios_rl.envs import registry
 from aios_rl.envs.agentbench.images import UID_BASE, build_image
-from aios_rl.envs.agentbench.machine import Machine, MachineLimits
+from aios_rl.envs.agentbench.machine import Machine, MachineLimits, Shell
 from aios_rl.envs.agentbench.os import load_os_tasks, problem, reference_action
 from aios_rl.envs.agentbench.os_adapter import OsEnv, OsHost, OsRunnerSettings
 from aios_rl.envs.agentbench.verify import verify_os
@@ -218,6 +219,41 @@ def test_the_shell_keeps_its_state_and_reads_like_agentbench(machine: Machine) -
     assert shell.run("echo after the flood").endswith("after the flood\n")
 
 
+TITLELESS_BASHRC = "PROMPT_COMMAND=\nPS1='\\u@\\h:\\w\\$ '\n"
+"""A ``.bashrc`` whose prompt has no xterm title (``user@host:dir# `` after readline's
+bracketed-paste switch), as after an init script that rewrites it."""
+
+
+def test_a_prompt_without_the_title_is_a_prompt(
+    image: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shell's prompt is recognised without the xterm title too (a ``.bashrc`` rewritten
+    by an init script, a ``PS1`` the agent sets): no command waits for the shell to go quiet.
+    A prompt that is not ``user@host...`` is still accepted at login; commands then end when
+    the shell is quiet and show that prompt, as AgentBench's reader does."""
+    monkeypatch.setattr(Shell, "idle_timeout_s", 60.0)  # a missed prompt would cost a minute
+    with Machine(image, MachineLimits(memory_bytes=256 << 20, max_processes=64)) as m:
+        assert m.exec(["bash", "-c", "echo 'export FROM_INIT=1' > /root/.bashrc"])[0] == 0
+        started = time.monotonic()
+        shell = m.shell()  # /etc/bash.bashrc's prompt: root@host:/#
+        assert b"\x1b]0;" not in shell.greeting and shell.greeting.endswith(b":/# ")
+        assert shell.run("echo $FROM_INIT; cd /tmp") == "1\n"
+        m.exec(["bash", "-c", f"printf %s {shlex.quote(TITLELESS_BASHRC)} > /root/.bashrc"])
+        assert shell.run("source /root/.bashrc") == ""  # the prompt an init script left
+        assert shell.run("pwd") == "/tmp\n"
+        assert shell.run("for i in 1 2; do\n  echo n$i\ndone").endswith("n1\nn2\n")
+        assert shell.run("useradd -m -s /bin/bash fay; su - fay") == ""
+        assert shell.run("PS1='\\u@\\h:\\w\\$ '; whoami") == "fay\n"
+        assert shell.run("exit") == "logout\n"
+        assert time.monotonic() - started < 30
+    monkeypatch.setattr(Shell, "idle_timeout_s", 1.0)
+    with Machine(image, MachineLimits(memory_bytes=256 << 20, max_processes=64)) as m:
+        m.exec(["bash", "-c", "echo \"PS1='\\w\\$ '\" >> /root/.bashrc"])
+        shell = m.shell()  # "/$ ": no user@host, accepted once the shell is quiet
+        assert shell.greeting.endswith(b"/$ ")
+        assert shell.run("echo quiet") == "quiet\n/$ "
+
+
 # -- the environment ---------------------------------------------------------------------------
 
 
@@ -370,6 +406,63 @@ def test_verify_and_import_clis_on_the_fixture(
             return await registry.task_store(state.bus, "agentbench_os").list("mini")
 
     assert len(asyncio.run(stored())) == 5
+
+
+def test_verify_passes_tasks_whose_init_scripts_rewrite_the_prompt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], image: Path
+) -> None:
+    """Tasks in AgentBench's format whose init scripts rewrite ``.bashrc`` (its prompt then has
+    no xterm title): ``verify`` passes them (it once failed with ``the shell did not prompt``).
+    The agent's shell logs in before the init scripts run, as AgentBench's does with the
+    container, so what they write reaches it only when the shell reads it again."""
+    titleless = "unset PROMPT_COMMAND\nPS1='\\u@\\h:\\w\\$ '\n"
+    tasks = [
+        {
+            "description": "Is FROM_INIT set in your shell? Answer its value, or unset.",
+            "create": {"local": "default", "init": "echo 'export FROM_INIT=1' > /root/.bashrc"},
+            "evaluation": {
+                "check": {"code": 'test "$1" = unset'},
+                "example": 'echo "${FROM_INIT:-unset}"',
+            },
+            "labels": ["prompt"],
+        },
+        {
+            "description": "What number does /root/answer.txt hold?",
+            "create": {
+                "local": "default",
+                "init": [
+                    f"printf %s {shlex.quote(titleless)} >> /root/.bashrc",
+                    "echo 42 > /root/answer.txt",
+                ],
+            },
+            "start": "source /root/.bashrc",
+            "evaluation": {
+                "check": {"code": 'test "$1" = 42'},
+                "example": "cat /root/answer.txt",
+            },
+            "labels": ["prompt"],
+        },
+        {
+            "description": "Which user are you?",
+            "create": {
+                "local": "default",
+                "init": {
+                    "language": "python",
+                    "code": f"open('/root/.bashrc', 'w').write({titleless!r})",
+                },
+            },
+            "start": "exec bash --login",
+            "evaluation": {"check": {"code": 'test "$1" = root'}, "example": "whoami"},
+            "labels": ["prompt"],
+        },
+    ]
+    data = tmp_path / "os_interaction" / "data"
+    data.mkdir(parents=True)
+    (data / "held.json").write_text(json.dumps(tasks))
+    argv = ["agentbench", "verify", "--env", "os", "--split", "held", "--dir", str(tmp_path)]
+    assert run_cli([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["os"]
+    assert doc["tasks"] == 3 and doc["passed"] == 3, doc["checks"]
 
 
 @pytest.fixture(scope="module")

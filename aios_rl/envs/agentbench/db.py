@@ -138,16 +138,25 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _pyformat(sql: str) -> str:
+    """``sql`` written in the driver's paramstyle (``%s`` marks a parameter), so a ``%`` of its
+    own (in a table or column name) is written ``%%``."""
+    return sql.replace("%", "%%")
+
+
 def init_statements(table: DbTable) -> list[tuple[str, list[str]]]:
-    """``(sql, parameters)`` that create ``table`` (every column ``TEXT``) and fill it."""
+    """``(sql, parameters)`` that create ``table`` (every column ``TEXT``) and fill it. A
+    statement with parameters is in the driver's paramstyle (names with ``%`` have it doubled;
+    the values are parameters, never SQL text); one without is plain SQL."""
     columns = ",".join(f"{_quote(c)} TEXT" for c in table.columns)
     out = [(f"CREATE TABLE {_quote(table.name)} ({columns})", [])]
     if table.rows:
-        names = ",".join(_quote(c) for c in table.columns)
+        names = _pyformat(",".join(_quote(c) for c in table.columns))
         row = "(" + ",".join(["%s"] * len(table.columns)) + ")"
         values = ",".join([row] * len(table.rows))
         params = [str(v) for r in table.rows for v in r]
-        out.append((f"INSERT INTO {_quote(table.name)} ({names}) VALUES {values}", params))
+        into = _pyformat(_quote(table.name))
+        out.append((f"INSERT INTO {into} ({names}) VALUES {values}", params))
     return out
 
 

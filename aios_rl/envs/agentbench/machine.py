@@ -482,14 +482,20 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-_PS1 = re.compile(
-    rb"(?:\x1b\[\?2004h)?\x1b\][^\x07]*\x07[^\x1b\n]*[#$] (?:\x1b\[[0-9;]*[A-Za-z])*$"
-)
-"""A prompt of the images' bash: the xterm title, then ``user@host:dir# `` (what AgentBench's
-reader looks for), at the end of what the terminal printed."""
-_PS1_ANYWHERE = re.compile(
-    rb"(?:\x1b\[\?2004h)?\x1b\][^\x07]*\x07[^\x1b\n]*[#$] (?:\x1b\[[0-9;]*[A-Za-z])*"
-)
+_TITLED = rb"(?:\x1b\[\?2004h)?\x1b\][^\x07]*\x07[^\x1b\n]*[#$] "
+"""The images' prompt: the xterm title (``.bashrc`` from ``/etc/skel``), then ``user@host:dir# ``."""
+_BARE = rb"\x1b\[\?2004h[^\x1b\n]*@[^\x1b\n]*[#$] "
+"""A prompt without the title (a ``PS1`` of ``/etc/bash.bashrc``, or one an init script or the
+agent set): readline's bracketed-paste switch, then ``user@host:dir# ``."""
+_MOVES = rb"(?:\x1b\[[0-9;]*[A-Za-z])*"
+_PS1 = re.compile(rb"(?:" + _TITLED + rb"|" + _BARE + rb")" + _MOVES + rb"$")
+"""A prompt of bash at the end of what the terminal printed, in either form: what AgentBench's
+reader looks for (an escape, then ``@``, then ``# `` or ``$ ``)."""
+_PS1_ANYWHERE = re.compile(rb"(?:" + _TITLED + rb"|" + _BARE.replace(b"*", b"*?") + rb")" + _MOVES)
+_ANY_PROMPT = re.compile(rb"[#$%>] " + _MOVES + rb"$")
+"""Some prompt, unrecognised (no escape before it, or no ``user@host``): accepted as the shell's
+first prompt; each command's output is then read until the shell is quiet, as AgentBench reads
+it."""
 _PS2 = re.compile(rb"(?:\n|\x1b\[\?2004h)> $")
 
 
@@ -524,7 +530,10 @@ class Shell:
             os.close(slave)
         os.set_blocking(self.master, False)
         self.greeting = self._read(last=True, hard_s=machine.limits.start_timeout_s)
-        if not _PS1.search(self.greeting):
+        prompted = _PS1.search(self.greeting) or (
+            self.proc.poll() is None and _ANY_PROMPT.search(self.greeting)
+        )
+        if not prompted:
             raise MachineError(f"the shell did not prompt: {self.greeting[-200:]!r}")
 
     def _read(self, *, last: bool, hard_s: float, echo: bytes = b"") -> bytes:

@@ -7,6 +7,15 @@ nothing else (no ``FILE``, ``PROCESS``, ``SUPER``, no other database), with a pe
 limit (``max_statement_time``). ``group_concat_max_len`` is set to MySQL's default (1024; MariaDB's
 is a megabyte) so AgentBench's table hash means the same here. The database and the user are
 dropped when the episode closes.
+
+AgentBench's server is MySQL 8 with its default ``sql_mode`` (strict); so is an episode's session
+(:data:`MYSQL_SQL_MODE`). One place where MariaDB's strict mode refuses what MySQL's accepts is
+matched: a blank text value read as a number (``WHERE col > 5`` on a row whose ``col`` is ``''``).
+MySQL reads it as 0 without a warning; MariaDB warns, and in an ``UPDATE`` or ``INSERT`` strict
+mode makes that warning the error ``1292 Truncated incorrect DECIMAL value: ''``. Such a statement
+runs again with strict mode off, in a transaction (a savepoint inside the agent's), and is kept
+only if every warning it raised is such a blank value; otherwise it is rolled back and the first
+other warning is the error, as strict mode would have made it (:meth:`EpisodeDb.execute`).
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -26,10 +36,33 @@ import pymysql
 
 from aios_rl.errors import AiosError
 
-__all__ = ["EpisodeDb", "MariaDb", "MariaDbError", "MariaDbUnavailable", "reply_text"]
+__all__ = [
+    "MYSQL_SQL_MODE",
+    "EpisodeDb",
+    "MariaDb",
+    "MariaDbError",
+    "MariaDbUnavailable",
+    "reply_text",
+]
 
 GROUP_CONCAT_MAX_LEN = 1024
 """MySQL's default: AgentBench's hashes were computed with it."""
+
+MYSQL_SQL_MODE = (
+    "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+    "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+)
+"""MySQL 8's default ``sql_mode``, which AgentBench's ``mysql`` image keeps (MariaDB's default
+has neither ``ONLY_FULL_GROUP_BY`` nor the zero-date modes)."""
+
+_LENIENT_SQL_MODE = ",".join(m for m in MYSQL_SQL_MODE.split(",") if not m.startswith("STRICT_"))
+
+_BLANK_AS_NUMBER = re.compile(r"Truncated incorrect (?:DECIMAL|DOUBLE) value: '[ \t\n\v\f\r]*'")
+"""MariaDB's warning for a blank text value read as a number; MySQL reads it as 0 silently."""
+
+_CHANGES_ROWS = re.compile(r"\s*(?:UPDATE|INSERT|REPLACE)\b", re.IGNORECASE)
+"""Statements whose warnings strict mode makes errors in MariaDB (a ``DELETE``'s stay warnings)
+and that a transaction can undo."""
 
 
 class MariaDbError(AiosError, RuntimeError):
@@ -66,6 +99,17 @@ def _copy_log(proc: subprocess.Popen[bytes], path: Path, ready: threading.Event)
     ready.set()
 
 
+def _blank_as_number(exc: pymysql.MySQLError) -> bool:
+    """Whether ``exc`` is strict mode's error for a blank value read as a number."""
+    args = exc.args
+    return (
+        len(args) == 2
+        and args[0] == 1292
+        and isinstance(args[1], str)
+        and _BLANK_AS_NUMBER.fullmatch(args[1]) is not None
+    )
+
+
 def reply_text(rows: object, limit: int = 800) -> str:
     """A statement's result as AgentBench shows it: the text of the fetched rows (a list of
     tuples), cut at ``limit`` characters and marked."""
@@ -87,14 +131,55 @@ class EpisodeDb:
 
     def execute(self, sql: str, params: list[str] | None = None, *, limit: int = 800) -> str:
         """Run one statement as the episode's user; the reply text (rows, ``[]`` for a
-        statement without rows, or the error)."""
+        statement without rows, or the error). An ``UPDATE`` / ``INSERT`` / ``REPLACE`` that
+        strict mode refuses only for a blank value read as a number runs as MySQL runs it
+        (:meth:`_as_mysql`)."""
         try:
             with self.conn.cursor() as cur:
-                cur.execute(sql, params or None)
-                rows = cur.fetchall() if cur.description else []
+                try:
+                    cur.execute(sql, params or None)
+                    rows = cur.fetchall() if cur.description else []
+                except pymysql.MySQLError as exc:
+                    if not (_blank_as_number(exc) and _CHANGES_ROWS.match(sql)):
+                        raise
+                    rows = self._as_mysql(cur, sql, params)
         except pymysql.MySQLError as exc:
             return reply_text(str(exc), limit)
         return reply_text(rows, limit)
+
+    def _as_mysql(
+        self, cur: pymysql.cursors.Cursor, sql: str, params: list[str] | None
+    ) -> list[tuple[object, ...]]:
+        """Run ``sql`` again with strict mode off, in a transaction of its own (a savepoint in
+        the agent's open one), and keep it only if each of its warnings is a blank value read
+        as a number. Raises the first other warning as the error strict mode makes of it (the
+        statement undone), or the statement's own error."""
+        cur.execute("SELECT @@in_transaction")
+        row = cur.fetchone()
+        inside = bool(row and row[0])
+        cur.execute("SAVEPOINT aios_as_mysql" if inside else "START TRANSACTION")
+        undo = "ROLLBACK TO SAVEPOINT aios_as_mysql" if inside else "ROLLBACK"
+        keep = "RELEASE SAVEPOINT aios_as_mysql" if inside else "COMMIT"
+        cur.execute(f"SET SESSION sql_mode = '{_LENIENT_SQL_MODE}', max_error_count = 65535")
+        try:
+            cur.execute(sql, params or None)
+            rows = list(cur.fetchall()) if cur.description else []
+            cur.execute("SHOW WARNINGS")
+            warnings = cur.fetchall()
+        except pymysql.MySQLError:
+            cur.execute(undo)
+            raise
+        finally:
+            cur.execute(f"SET SESSION sql_mode = '{MYSQL_SQL_MODE}', max_error_count = DEFAULT")
+        refused = next(
+            (w for w in warnings if w[0] == "Warning" and not _BLANK_AS_NUMBER.fullmatch(w[2])),
+            None,
+        )
+        if refused is not None:
+            cur.execute(undo)
+            raise pymysql.err.OperationalError(refused[1], refused[2])
+        cur.execute(keep)
+        return rows
 
     def close(self) -> None:
         with contextlib.suppress(pymysql.MySQLError):
@@ -213,6 +298,7 @@ class MariaDb:
         with conn.cursor() as cur:
             cur.execute(f"SET SESSION max_statement_time = {float(self.statement_timeout_s)}")
             cur.execute(f"SET SESSION group_concat_max_len = {GROUP_CONCAT_MAX_LEN}")
+            cur.execute(f"SET SESSION sql_mode = '{MYSQL_SQL_MODE}'")
         return EpisodeDb(name=name, user=user, conn=conn, server=self, init_error=init_error)
 
     def drop(self, name: str, user: str) -> None:

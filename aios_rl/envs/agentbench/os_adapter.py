@@ -3,9 +3,10 @@ OS-interaction bench (:mod:`.os`) on a machine of the episode's own (:mod:`.mach
 image of :mod:`.images`). Free-text actions only (a student that writes text: ``--student hf``);
 each step is one turn of the agent.
 
-An episode: the machine starts on the task's image; its ``init`` scripts run as AgentBench runs
-them (``docker exec``: their exit status is not checked, failures are noted in the result's
-``info``); the ``start`` script is typed into the agent's shell; then each turn's ``bash`` code is
+An episode: the machine starts on the task's image and the agent's shell logs in (AgentBench
+opens it with the container); the task's ``init`` scripts run as AgentBench runs them (``docker
+exec``: their exit status is not checked, failures are noted in the result's ``info``); the
+``start`` script is typed into the agent's shell; then each turn's ``bash`` code is
 typed into that shell and its output shown (cut as AgentBench cuts it), until an ``answer`` or
 ``finish``, an invalid action, or the round limit. The verdict is AgentBench's: ``match`` against
 the answer, or the ``check`` scripts run on the machine (``None`` entries run ``example``).
@@ -175,6 +176,9 @@ class OsHost:
         machine = Machine(image_root(task.image, home), self.limits, hostname=_hostname(task, seed))
         machine.start()
         try:
+            # The agent's shell first, as AgentBench opens it with the container: what init
+            # scripts write to ~/.bashrc or /etc/profile does not reach its login.
+            shell = machine.shell()
             notes: dict[str, str] = {}
             for n, script in enumerate(task.init):
                 try:
@@ -183,7 +187,6 @@ class OsHost:
                     code, out = 1, str(exc)
                 if code != 0:
                     notes[f"init_{n}"] = f"exit {code}: {out[-200:]}"
-            shell = machine.shell()
             if task.start is not None:
                 shell.run(task.start.code, hard_s=self.settings.command_timeout_s)
             return machine, shell, notes
