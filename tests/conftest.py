@@ -1,7 +1,10 @@
-"""Shared fixtures: a real nats-server per test session, a unique namespace per test."""
+"""Shared fixtures: a real nats-server per test session, a unique namespace per test; a store
+of the suite's own instead of the user's, and a guard that no test leaves connection settings
+in this process's environment."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -39,3 +42,48 @@ async def bus(nats_url: str, names: Names) -> AsyncIterator[Bus]:
     async with connect(nats_url, name="test", names=names) as b:
         await provision(b)
         yield b
+
+
+CONNECTION_VARIABLES = (
+    "NATS_URL",
+    "NATS_USER",
+    "NATS_PASSWORD",
+    "NATS_CA",
+    "AIOS_NAMESPACE",
+    "AIOS_STORE",
+    "AIOS_CREDENTIALS",
+)
+"""What decides which stack a command talks to, and as whom."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _suite_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The default store of every command the suite runs without ``--store``: one of its own,
+    never the user's ``.aios/stack`` in the working directory (``aios-rl demo`` leaves one
+    there, with an admin of its own)."""
+    store = tmp_path_factory.mktemp("store") / "stack"
+    before = os.environ.get("AIOS_STORE")
+    os.environ["AIOS_STORE"] = str(store)
+    yield store
+    if before is None:
+        os.environ.pop("AIOS_STORE", None)
+    else:
+        os.environ["AIOS_STORE"] = before
+
+
+@pytest.fixture(autouse=True)
+def _connection_settings_unchanged(_suite_store: Path) -> Iterator[None]:
+    """Fail a test that leaves ``CONNECTION_VARIABLES`` changed: every later test, and every
+    process one starts, would inherit them (a command run in process once left a store's admin
+    credentials behind, and two later tests' commands then ran on another stack)."""
+    before = {name: os.environ.get(name) for name in CONNECTION_VARIABLES}
+    yield
+    after = {name: os.environ.get(name) for name in CONNECTION_VARIABLES}
+    changed = sorted(name for name in CONNECTION_VARIABLES if before[name] != after[name])
+    for name in changed:
+        if before[name] is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before[name]  # type: ignore[assignment]
+    if changed:
+        pytest.fail(f"the test left {', '.join(changed)} changed in the environment")

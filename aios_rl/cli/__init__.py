@@ -101,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         fmt=os.environ.get("AIOS_LOG_FORMAT", "console"),
         level=os.environ.get("AIOS_LOG_LEVEL", "warning"),
     )
+    kept = {name: os.environ.get(name) for name in _CREDENTIAL_VARIABLES}
     try:
         use_credentials(args)
         code = args.run(args)
@@ -110,4 +111,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.exit(1, f"aios-rl {args.command}: error: {exc}\n")
     except KeyboardInterrupt:  # the embedded stack, if any, was stopped on the way out
         parser.exit(130, f"aios-rl {args.command}: interrupted\n")
+    finally:
+        # A command run in process (a test, a notebook) must not hand its credentials to
+        # whatever runs next in that process, nor to the processes it starts later.
+        for name, value in kept.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     sys.exit(code)
+
+
+_CREDENTIAL_VARIABLES = ("NATS_USER", "NATS_PASSWORD", "NATS_CA")
+"""What ``use_credentials`` may set for the command's connections."""

@@ -53,7 +53,8 @@ __all__ = [
 DEFAULT_URL = "nats://127.0.0.1:4222"
 
 DEFAULT_CREDENTIALS = Path(".aios") / "stack" / "auth" / "admin.json"
-"""The admin credentials ``aios-rl up`` keeps with its default ``--data-dir``."""
+"""The admin credentials ``aios-rl up`` keeps with its default ``--data-dir`` (a command's own
+default is the one of its store: ``<--store>/auth/admin.json``)."""
 
 
 ALGORITHMS: tuple[str, ...] = typing.get_args(Algorithm)
@@ -133,19 +134,25 @@ def bus_args(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("AIOS_CREDENTIALS"),
         metavar="FILE",
         help="NATS user and password to connect with: the admin's, <data-dir>/auth/admin.json "
-        f"of aios-rl up (env AIOS_CREDENTIALS; default {DEFAULT_CREDENTIALS} when it exists; "
-        "NATS_USER / NATS_PASSWORD win over both)",
+        "of aios-rl up (env AIOS_CREDENTIALS; default <store>/auth/admin.json when it exists: "
+        f"{DEFAULT_CREDENTIALS} unless --store / AIOS_STORE say otherwise; NATS_USER / "
+        "NATS_PASSWORD win over both)",
     )
 
 
 def use_credentials(args: argparse.Namespace) -> None:
-    """Make ``--credentials`` (or the default admin file, when it exists) the user and password
-    every connection of this command makes, through ``NATS_USER`` / ``NATS_PASSWORD``; leaves
-    them alone when the environment sets them. Raises ``CliError`` for an unreadable file."""
+    """Make ``--credentials`` (or the admin file of the command's store, ``<store>/auth/
+    admin.json``, when it exists) the user and password every connection of this command makes,
+    through ``NATS_USER`` / ``NATS_PASSWORD``; leaves them alone when the environment sets them.
+    Raises ``CliError`` for an unreadable file. ``main`` restores the environment afterwards, so
+    a command run in process leaves nothing behind."""
     if os.environ.get("NATS_USER"):
         return
     given = getattr(args, "credentials", None)
-    path = Path(given) if given else DEFAULT_CREDENTIALS
+    store = getattr(args, "store", None) or getattr(args, "data_dir", None)
+    if not store:
+        store = Path(os.environ.get("AIOS_STORE") or DEFAULT_STORE)
+    path = Path(given) if given else Path(store) / "auth" / "admin.json"
     if not given and not path.is_file():
         return
     try:

@@ -1,5 +1,6 @@
 """``aios-rl up``: the whole stack, an embedded NATS (unless ``--nats-url``) and every service
-as a supervised process, until Ctrl-C.
+as a supervised process, until Ctrl-C. An embedded server (or cluster node) that exits is
+started again on the same port and store.
 
 The embedded NATS runs with authorization (``docs/security.md``): a user per service with the
 permissions ``contracts.access`` declares, passwords kept in ``<data-dir>/auth/``; ``up`` itself
@@ -250,7 +251,8 @@ def _run(args: argparse.Namespace) -> int:
         ),
     }
     service_env = auth.service_env if auth else {u: credentials_env(None) for u in users}
-    sup = Supervisor(replicas, env=env, service_env=service_env)
+    brokers = server.servers if isinstance(server, NatsCluster) else [server] if server else []
+    sup = Supervisor(replicas, env=env, service_env=service_env, brokers=brokers)
     if isinstance(server, NatsCluster):
         where = (
             f"embedded NATS cluster of {args.cluster} at {url} (data "

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import shutil
 import sys
 import urllib.parse
@@ -143,10 +144,12 @@ def _prepare(data_dir: Path, *, fresh: bool) -> Path:
     return data_dir / "services.log"
 
 
-async def _answers(url: str, user: str | None, password: str | None) -> bool:
+async def _answers(
+    url: str, user: str | None, password: str | None, *, deadline_s: float = 2.0
+) -> bool:
     try:
         async with connect(
-            url, name="aios-rl-probe", connect_deadline=2.0, user=user, password=password
+            url, name="aios-rl-probe", connect_deadline=deadline_s, user=user, password=password
         ):
             return True
     except ConnectError:
@@ -175,15 +178,23 @@ async def _login(
 ) -> tuple[str | None, str | None] | None:
     """The (user, password) a server at ``url`` accepts: the store's admin when it has one and
     the server takes it, else the command's own (``None, None``: ``NATS_USER`` /
-    ``NATS_PASSWORD``); ``None`` when nothing answers there."""
+    ``NATS_PASSWORD``); ``None`` when nothing listens there. A server that listens but takes
+    neither is an error (``StackError``), never a reason to run somewhere else: the command
+    would otherwise work on another stack than the one the user named, and say it succeeded."""
     if not url or not await _listening(url):
         return None
     kept = None if insecure else admin_credentials(store)
     if kept is not None and await _answers(url, kept.user, kept.password):
         return kept.user, kept.password
-    if await _answers(url, None, None):
+    if await _answers(url, None, None, deadline_s=5.0):
         return None, None
-    return None
+    own = os.environ.get("NATS_USER") or "no user"
+    raise StackError(
+        f"the NATS server at {url} did not accept "
+        + (f"the store's admin ({store}/auth) nor " if kept is not None else "")
+        + f"this command's credentials ({own}): give the stack's --credentials "
+        "(<its data-dir>/auth/admin.json) or NATS_USER / NATS_PASSWORD"
+    )
 
 
 def _replicas(
@@ -268,6 +279,7 @@ async def stack(
             env={"NATS_URL": server.url, "AIOS_NAMESPACE": namespace, "AIOS_LOG_FORMAT": "json"},
             service_env=auth.service_env if auth else {u: credentials_env(None) for u in users},
             out=sys.stdout if verbose else log_file,
+            brokers=[server],
         )
         runner: asyncio.Task[None] | None = None
         try:

@@ -252,6 +252,15 @@ class NatsServer:
             self._reader.join(timeout)
         self._unlock_store()
 
+    def exit_code(self) -> int | None:
+        """The code the server's process exited with (reaping it), ``None`` while it runs or
+        before :meth:`start`."""
+        return self.proc.poll() if self.proc is not None else None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
     def kill(self) -> None:
         """SIGKILL the server (for crash tests)."""
         if self.proc is not None and self.proc.poll() is None:

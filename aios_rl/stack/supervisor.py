@@ -1,5 +1,8 @@
 """``aios-rl up``: every service of the stack as its own OS process, logs merged with coloured
 name prefixes, crashed processes restarted with back-off, everything stopped cleanly on Ctrl-C.
+The embedded ``nats-server`` (or each node of an embedded cluster) is kept too: one that exits
+(killed, out of memory) is started again on the same port, store and configuration, so the
+services' reconnects find it and nothing the store holds is lost.
 
 The planning (which processes, how many, restart delays) is pure and unit-tested; the process
 handling is a thin loop per replica.
@@ -15,7 +18,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from aios_rl.errors import AiosError
 
@@ -24,6 +27,7 @@ from .services import SERVICES, ServiceEntry
 
 __all__ = [
     "CHILD_DEFAULTS",
+    "Broker",
     "PlanError",
     "Replica",
     "Supervisor",
@@ -128,8 +132,20 @@ def child_env(
     }
 
 
+class Broker(Protocol):
+    """A server the supervisor keeps running (``stack.natsd.NatsServer``)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def exit_code(self) -> int | None: ...
+
+    def start(self, timeout: float = ...) -> object: ...
+
+
 class Supervisor:
-    """Runs replicas as child processes until :meth:`stop`; restarts the ones that die."""
+    """Runs replicas as child processes until :meth:`stop`; restarts the ones that die, and the
+    ``brokers`` (the embedded NATS servers) when they exit."""
 
     def __init__(
         self,
@@ -141,8 +157,14 @@ class Supervisor:
         colour: bool | None = None,
         grace_s: float = 15.0,
         healthy_after_s: float = 30.0,
+        brokers: Sequence[Broker] = (),
+        broker_check_s: float = 0.5,
     ) -> None:
         self.replicas = list(replicas)
+        self.brokers = list(brokers)
+        self.broker_check_s = broker_check_s
+        """How often the brokers' processes are looked at."""
+        self.broker_restarts = [0 for _ in self.brokers]
         self.env = dict(env)
         self.service_env = {name: dict(e) for name, e in (service_env or {}).items()}
         """Environment of one service's replicas on top of ``env`` (its NATS credentials)."""
@@ -177,7 +199,39 @@ class Supervisor:
         async with asyncio.TaskGroup() as tg:
             for r in self.replicas:
                 tg.create_task(self._keep_running(r))
+            for b in self.brokers:
+                tg.create_task(self._keep_serving(b))
         self.say("all services stopped")
+
+    async def _keep_serving(self, broker: Broker, start_timeout_s: float = 30.0) -> None:
+        """Start ``broker`` again (same port, store and configuration) whenever its process has
+        exited, with back-off while it fails to start, until :meth:`stop`."""
+        index = self.brokers.index(broker)
+        failures = 0
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.broker_check_s):
+                    await self._stop.wait()
+            code = broker.exit_code()
+            if code is None or self._stop.is_set():
+                continue
+            self.broker_restarts[index] += 1
+            self.say(
+                f"nats-server at {broker.url} exited with code {code}; starting it again on the "
+                f"same port and store (restart #{self.broker_restarts[index]})"
+            )
+            try:
+                await asyncio.to_thread(broker.start, start_timeout_s)
+            except AiosError as exc:
+                failures += 1
+                delay = restart_delay(failures)
+                self.say(f"nats-server at {broker.url} did not start: {exc}; again in {delay:.1f}s")
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._stop.wait()
+                continue
+            failures = 0
+            self.say(f"nats-server at {broker.url} is serving again")
 
     async def _keep_running(self, r: Replica) -> None:
         failures = 0
