@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         f"- code: {machine['code']}",
         f"- machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB RAM, "
         f"{machine['os']}; Python {machine['python']}",
+        f"- load average (1/5/15 min) at the start: {machine['load_avg']} (other work on the "
+        "machine slows every time below)",
         f"- data: AgentBench `dbbench/{args.split}.jsonl` ({len(tasks)} tasks), as in "
         "AgentBench's data folder at commit 578c5e9, unchanged",
         f"- splits in the data folder: {splits_here(args.dir)}",
