@@ -1,5 +1,6 @@
 """What the commands share: the bus and training arguments, the server URL, one-line errors,
-running until Ctrl-C."""
+running until Ctrl-C, and the state a command reads or writes (:func:`read_state`,
+:func:`writing`: a command that stores tasks creates what it writes, :func:`provisioned`)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,21 @@ import os
 import sys
 import typing
 import urllib.parse
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from rich.console import Console
 
+from aios_rl.bus import Bus, ProvisionError, connect, provision
 from aios_rl.errors import AiosError
 from aios_rl.rollouts import STRATEGIES
 from aios_rl.rollouts import validate as validate_strategy
 from aios_rl.stack.embedded import DEFAULT_STORE, reader
 from aios_rl.stack.services import SERVICES
-from contracts import Algorithm, BranchingSettings, CampaignSpec, DecodingRegime
+from contracts import Algorithm, BranchingSettings, CampaignSpec, DecodingRegime, Names
 from contracts.access import TEACHER_BACKENDS
 
 __all__ = [
@@ -42,12 +45,14 @@ __all__ = [
     "positive",
     "positive_float",
     "print_json",
+    "provisioned",
     "read_state",
     "run_until_interrupt",
     "store_arg",
     "training_args",
     "url",
     "use_credentials",
+    "writing",
 ]
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
@@ -358,9 +363,10 @@ def url(args: argparse.Namespace) -> str:
 
 def read_state(args: argparse.Namespace, name: str, *, serve: bool = True, create: bool = False):  # type: ignore[no-untyped-def]
     """The state a read command looks at (``stack.embedded.reader``): the server at the URL,
-    else the store's (``--store``; ``create``: a new store too). Raises ``NoStoreError`` when
-    there is neither."""
-    return reader(
+    else the store's (``--store``). ``create``, for a command that writes: a new store too, and
+    what it writes created wherever the state is (:func:`provisioned`). Raises ``NoStoreError``
+    when there is neither, and with ``create`` what :func:`provisioned` raises."""
+    state = reader(
         url(args),
         store=Path(args.store),
         namespace=args.namespace,
@@ -368,6 +374,42 @@ def read_state(args: argparse.Namespace, name: str, *, serve: bool = True, creat
         serve=serve,
         create=create,
     )
+    return _provisioning(state) if create else state
+
+
+@asynccontextmanager
+async def _provisioning(state):  # type: ignore[no-untyped-def]
+    async with state as reading:
+        await provisioned(reading.bus, reading.url)
+        yield reading
+
+
+async def provisioned(bus: Bus, where: str) -> None:
+    """Create what a command writes, before it writes: the stack's streams, consumers, KV
+    buckets and object stores under ``bus.names``, as ``aios-rl auth provision`` makes them (an
+    existing one is left as it is or brought to the declared settings). Every command that
+    stores tasks or other state calls this, so each works alike on a server (at ``where``) that
+    has no aios-rl state yet. Raises ``CliError`` naming what to run when the server refuses:
+    only the admin may create them."""
+    try:
+        await provision(bus)
+    except ProvisionError as exc:
+        ns = bus.names.namespace
+        flags = f"--nats-url {where}" + (f" --namespace {ns}" if ns else "")
+        raise CliError(
+            f"cannot create the aios-rl streams and buckets at {where}: {exc}; as the admin, run "
+            f"`aios-rl auth provision {flags}` first"
+        ) from exc
+
+
+@asynccontextmanager
+async def writing(args: argparse.Namespace, name: str) -> AsyncIterator[Bus]:
+    """A connection, as ``name``, to the server at ``--nats-url`` (``--namespace``) for a command
+    that stores tasks there, with what it writes created (:func:`provisioned`). Raises
+    ``ConnectError`` when no server answers, and what :func:`provisioned` raises."""
+    async with connect(url(args), name=name, names=Names(args.namespace)) as bus:
+        await provisioned(bus, url(args))
+        yield bus
 
 
 def print_json(doc: object) -> None:

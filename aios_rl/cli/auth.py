@@ -150,7 +150,9 @@ async def _provision(args: argparse.Namespace) -> int:
             f"{args.namespace!r}: run `aios-rl auth compose --namespace {args.namespace!r}` again"
         )
     try:
-        async with connect(url(args), name="aios-rl-provision", connect_deadline=60.0) as bus:
+        async with connect(
+            url(args), name="aios-rl-provision", names=Names(args.namespace), connect_deadline=60.0
+        ) as bus:
             topo = await provision(bus)
     except ConnectError as exc:
         raise CliError(f"no NATS server answers at {url(args)}: {exc}") from exc

@@ -4,7 +4,8 @@
 environment's :class:`~aios_rl.envs.registry.Benchmark` (its words, defaults and splits):
 :func:`add_group`. The top-level ``benchmark-generate`` (``--env``, default shell), ``train``
 and ``eval`` (the shell's) are the same declaration: :func:`add`. What ``train`` and ``eval``
-run is in :mod:`.engine`.
+run is in :mod:`.engine`. ``benchmark-generate`` creates what it stores into on a server that has
+no aios-rl state yet, as every command that stores tasks does (``_common.writing``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,8 @@ import functools
 from collections import Counter
 from collections.abc import Sequence
 
-from contracts import Names
-
-from ..bus import connect
 from ..envs import registry
-from ._common import CliError, bus_args, eval_args, positive, training_args, url
+from ._common import CliError, bus_args, eval_args, positive, training_args, url, writing
 from .engine import AfterEval, on_a_stack, run_eval, run_train
 
 __all__ = ["add", "add_group", "generate_tasks"]
@@ -128,8 +126,8 @@ def _eval_parser(
 
 def generate_tasks(args: argparse.Namespace) -> int:
     """``benchmark-generate``: ``--count`` tasks of ``--split`` for the command's environment,
-    stored in the task store at ``--nats-url`` (and, for an environment that verifies its
-    tasks, written to ``--out``)."""
+    stored in the task store at ``--nats-url`` (created there if the server has none) and, for
+    an environment that verifies its tasks, written to ``--out``."""
     env = args.environment
     bench = registry.benchmark(env)
     out, no_store = getattr(args, "out", None), getattr(args, "no_store", False)
@@ -144,6 +142,8 @@ def generate_tasks(args: argparse.Namespace) -> int:
     if verified is not None:
         if no_store and not out:
             raise ValueError("--no-store needs --out, or the tasks would go nowhere")
+        if not no_store:  # the store made (or refused) before a slow generation, not after
+            asyncio.run(_writable(args, env))
         summary = verified(
             args.count,
             args.seed,
@@ -171,7 +171,12 @@ def _kinds(bench: registry.Benchmark, tasks: Sequence[object]) -> str:
     return " (" + ", ".join(f"{counts[kind]} {words}" for kind, words in bench.kinds) + ")"
 
 
+async def _writable(args: argparse.Namespace, env: str) -> None:
+    async with writing(args, f"aios-rl-{env}"):
+        pass
+
+
 async def _store(args: argparse.Namespace, env: str, tasks: Sequence[object]) -> tuple[int, int]:
-    async with connect(url(args), name=f"aios-rl-{env}", names=Names(args.namespace)) as bus:
+    async with writing(args, f"aios-rl-{env}") as bus:
         result = await registry.task_store(bus, env).put_all(tasks)
     return result.stored, result.existing

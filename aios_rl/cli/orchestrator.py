@@ -3,7 +3,8 @@ environment's commands. ``benchmark-generate``, ``train`` and ``eval`` are decla
 environment's (:mod:`.environments`; ``train`` / ``eval`` on ``--nats-url``'s stack or an
 embedded one); ``eval`` also prints what the baselines score on the same tasks; ``import`` stores
 a user's own decisions (a JSONL log); ``mine`` turns the blocked and failed shell and browser
-episodes the stack has recorded into clarity-gate tasks."""
+episodes the stack has recorded into clarity-gate tasks. Each creates the task store on a server
+that has none yet, as every command that stores tasks does (``_common.writing``)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import asyncio
 from collections import Counter
 from collections.abc import Sequence
 
-from contracts import Names, OrchestratorTask
+from contracts import OrchestratorTask
 
-from ..bus import Bus, connect
+from ..bus import Bus
 from . import environments
-from ._common import CliError, bus_args, url
+from ._common import CliError, bus_args, writing
 
 __all__ = ["add", "baseline_scores"]
 
@@ -47,7 +48,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 async def _store(args: argparse.Namespace, tasks: Sequence[OrchestratorTask]) -> tuple[int, int]:
     from ..envs.registry import task_store
 
-    async with connect(url(args), name="aios-rl-orchestrator", names=Names(args.namespace)) as bus:
+    async with writing(args, "aios-rl-orchestrator") as bus:
         result = await task_store(bus, "orchestrator").put_all(tasks)
     return result.stored, result.existing
 
@@ -80,9 +81,7 @@ def _mine(args: argparse.Namespace) -> int:
     from ..envs.registry import task_store
 
     async def main() -> tuple[int, list[OrchestratorTask], int, int]:
-        async with connect(
-            url(args), name="aios-rl-orchestrator", names=Names(args.namespace)
-        ) as bus:
+        async with writing(args, "aios-rl-orchestrator") as bus:
             episodes = await read_episodes(bus)
             tasks = tasks_from_episodes(episodes, seed=args.seed)
             result = await task_store(bus, "orchestrator").put_all(tasks)
