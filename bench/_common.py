@@ -316,8 +316,11 @@ def report_checks(
         "",
         f"- date: {now.isoformat()}",
         f"- command: `{command_line()}`",
-        f"- machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB RAM, "
-        f"{machine['os']}",
+        f"- code: {machine.get('code', code_version())}",
+        f"- machine: {machine['cpu']}, {machine['cores']} cores ({machine['cores_usable']} usable), "
+        f"{machine['ram_gib']} GiB RAM, {machine['os']}",
+        f"- software: Python {machine['python']}, nats-server {machine['nats_server']}, "
+        + ", ".join(f"{k} {v}" for k, v in machine["packages"].items()),
         f"- settings: {', '.join(f'{k}={v}' for k, v in settings.items())}",
         *(
             [

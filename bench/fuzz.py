@@ -1,10 +1,14 @@
 """fuzz: hostile input against the whole stack — malformed messages on every consumed subject
-and every endpoint, garbage in every KV key a service reads — then one honest episode.
+and every endpoint, publishes without a reply subject on every endpoint, garbage in every KV key
+a service reads — then one honest episode.
 
 The stack is the embedded one ``aios-rl demo`` uses (every service its own process under the
-supervisor). Counted: services that exited (an instance whose pid changed), poison messages that
-got no dead letter, requests that got no reply, and whether an honest rollout afterwards comes
-out compared. The target is 0 / 0 / 0 / yes.
+supervisor). The targets are what the running services say they read: every endpoint from
+``$SRV.INFO`` (with the request schema in its metadata) and every durable consumer's subject
+from each service's status (a wildcard token stands for each environment). Counted: services
+that exited (an instance whose pid changed), after the no-reply publishes and after everything;
+poison messages and no-reply publishes that got no dead letter; requests that got no reply; and
+whether an honest rollout afterwards comes out compared. The target is 0 / 0 / 0 / yes.
 
     .venv/bin/python bench/fuzz.py            # the full corpus (~2 min)
     .venv/bin/python bench/fuzz.py --quick    # a few payloads per target (~1 min)
@@ -14,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import itertools
 import json
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -29,7 +35,7 @@ sys.path.insert(
 import msgspec
 from rich.console import Console
 
-from aios_rl.bus import Bus, discover
+from aios_rl.bus import Bus, ServiceView, discover
 from aios_rl.envs.orchestrator import generate
 from aios_rl.envs.registry import task_store
 from aios_rl.stack.embedded import active_checkpoint, stack
@@ -37,7 +43,6 @@ from aios_rl.state import Kv
 from bench import _common
 from contracts import (
     ENVIRONMENTS,
-    STAGES,
     ControlSnapshot,
     DeadLetter,
     Episode,
@@ -45,10 +50,14 @@ from contracts import (
     Names,
     RolloutJob,
     decode,
+    encode,
+    registered,
 )
+from contracts.examples import example
 from contracts.subjects import (
     BUCKET_CHECKPOINTS,
     BUCKET_CONTROL,
+    DLQ_REQUESTS,
     SCHEMA_HEADER,
     STREAM_DLQ,
 )
@@ -86,29 +95,47 @@ def corpus() -> list[tuple[str, bytes]]:
     ]
 
 
-def targets(names: Names) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(subject, schema) of every consumed subject, and of every endpoint."""
-    consumed = [
-        (names.episode(stage, env), Episode.SCHEMA) for stage in STAGES for env in ENVIRONMENTS
-    ]
-    consumed += [(names.rollout_job(env), RolloutJob.SCHEMA) for env in ENVIRONMENTS]
-    endpoints = [
-        (names.policy_act(), "act_request.v1"),
-        (names.trainer_update(), "trainer_update.v1"),
-        (names.replay_sample(), "replay_sample_request.v1"),
-        (names.comparison_verdict(), "epoch_verdict_request.v1"),
-        (names.teacher_request("oracle"), "teacher_request.v1"),
-        *(
-            (names.campaign_cmd(v), s)
-            for v, s in (
-                ("start", "campaign_start.v1"),
-                ("stop", "campaign_stop.v1"),
-                ("status", "campaign_status_request.v1"),
-                ("resume", "campaign_resume.v1"),
-            )
-        ),
-    ]
-    return consumed, endpoints
+def targets(
+    views: list[ServiceView], names: Names
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(subject, schema) of every consumed subject, and of every endpoint (schema empty: it takes
+    any body, as ``status`` does), as the running services ``views`` say: endpoints from their
+    ``$SRV.INFO`` (and each service's ``status``, which discovery reads rather than lists),
+    consumed subjects from the durable consumers in their status. A ``*`` or ``>`` in a
+    consumed subject stands for each environment (every wildcard there names one)."""
+    consumed: dict[str, str] = {}
+    endpoints: dict[str, str] = {}
+    for v in views:
+        endpoints[names.status(v.name)] = ""
+        for e in v.endpoints:
+            endpoints[e.subject] = e.request_schema
+        for c in v.consumers:
+            tokens = names.subject(c.subject).split(".")
+            choices = [ENVIRONMENTS if t in ("*", ">") else (t,) for t in tokens]
+            for concrete in itertools.product(*choices):
+                consumed[".".join(concrete)] = c.schema
+    return sorted(consumed.items()), sorted(endpoints.items())
+
+
+def well_formed(schema: str) -> tuple[bytes, dict[str, str]]:
+    """A valid message of ``schema`` (its required fields, smallest values) and its headers."""
+    return encode(example(registered()[schema]))
+
+
+def digest(payload: bytes) -> str:
+    return hashlib.sha256(payload).hexdigest()
+
+
+async def letters(
+    bus: Bus, after: int, subject: str | None = None
+) -> AsyncIterator[tuple[int, DeadLetter]]:
+    """Every dead letter the DLQ stream holds after sequence ``after`` (on ``subject``, by default
+    any ``dlq.>``) that decodes, with its sequence."""
+    async for m in bus.read_stream(bus.names.stream(STREAM_DLQ), subject or bus.names.dlq(">")):
+        if m.seq <= after:
+            continue
+        with contextlib.suppress(Exception):
+            yield m.seq, decode(m.data, m.headers, DeadLetter)
 
 
 @dataclass
@@ -120,6 +147,14 @@ class Results:
     error_replies: int = 0
     no_reply: list[str] = field(default_factory=list)
     kv_garbage: int = 0
+    no_reply_sent: int = 0
+    """Publishes without a reply subject on endpoints (every payload, and a well-formed one)."""
+    no_reply_expected: int = 0
+    """Those on endpoints that take a request schema: each must be dead-lettered (``no_reply``);
+    a status endpoint reads no body and only logs them."""
+    no_reply_dead_lettered: int = 0
+    no_reply_missing: list[str] = field(default_factory=list)
+    exited_after_no_reply: list[str] = field(default_factory=list)
     exited: list[str] = field(default_factory=list)
     honest_episode: str = "not run"
     huge_reward: str = "not dead-lettered"
@@ -167,11 +202,48 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
             bus = st.bus
             await active_checkpoint(bus, 120)
             await task_store(bus, "orchestrator").put_all(generate(4))
-            before = await pids(bus)
+            views = await discover(bus.nc, namespace=bus.names.namespace, window=0.5)
+            before = {f"{v.name}/{v.id}": v.pid for v in views}
             log(f"{len(before)} service instances up")
-            consumed, endpoints = targets(bus.names)
+            consumed, endpoints = targets(views, bus.names)
             dlq = bus.names.stream(STREAM_DLQ)
             first_dl = (await bus.js.stream_info(dlq)).state.last_seq
+
+            # Publishes without a reply subject (nobody can read an answer): every payload and a
+            # well-formed request on every endpoint. Each is refused, its handler not run, and
+            # dead-lettered on dlq.REQUESTS; no service may exit for it.
+            expected: dict[tuple[str, str], str] = {}
+            for subject, schema in endpoints:
+                bodies = [(n, p, {SCHEMA_HEADER: schema} if schema else {}) for n, p in payloads]
+                if schema:
+                    bodies.append(("well-formed", *well_formed(schema)))
+                for name, payload, headers in bodies:
+                    await bus.nc.publish(subject, payload, headers=headers)
+                    res.no_reply_sent += 1
+                    if schema:
+                        expected[(subject, digest(payload))] = f"{subject} <- {name}"
+            await bus.nc.flush()
+            res.no_reply_expected = len(expected)
+            log(
+                f"{res.no_reply_sent} publishes without a reply subject on {len(endpoints)} endpoints"
+            )
+            refused: set[tuple[str, str]] = set()
+            deadline = time.monotonic() + s.settle_s
+            while time.monotonic() < deadline and len(refused) < len(expected):
+                async for _, dl in letters(bus, first_dl, bus.names.dlq(DLQ_REQUESTS)):
+                    if dl.reason == "no_reply":
+                        key = (dl.subject, dl.payload_sha256 or digest(dl.payload))
+                        if key in expected:
+                            refused.add(key)
+                if len(refused) < len(expected):
+                    await asyncio.sleep(1.0)  # a poll period: dead letters are re-read each round
+            res.no_reply_dead_lettered = len(refused)
+            res.no_reply_missing = [expected[k] for k in sorted(set(expected) - refused)][:20]
+            res.exited_after_no_reply = sorted(set(before) - set(await pids(bus)))
+            log(
+                f"{res.no_reply_dead_lettered} of {res.no_reply_expected} dead-lettered; "
+                f"{len(res.exited_after_no_reply)} service instances exited"
+            )
             sent_seqs: dict[tuple[str, int], str] = {}
             for subject, schema in consumed:
                 for name, payload in payloads:
@@ -189,7 +261,7 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
                     await bus.nc.request(
                         subject, payload, timeout=s.reply_timeout_s, headers={SCHEMA_HEADER: schema}
                     )
-                    res.error_replies += 1  # an answer; every one here is an error reply
+                    res.error_replies += 1  # an answer: an error reply, or a status
                 except Exception as exc:  # no reply at all
                     res.no_reply.append(f"{bus.names.strip(subject)} <- {name}: {exc!r}")
 
@@ -205,15 +277,11 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
             counted: set[int] = set()  # dead letters already counted (the stream is re-read)
             deadline = time.monotonic() + s.settle_s
             while time.monotonic() < deadline and len(seen) < len(sent_seqs):
-                async for m in bus.read_stream(dlq, bus.names.dlq(">")):
-                    if m.seq <= first_dl:
-                        continue
-                    with contextlib.suppress(Exception):
-                        dl = decode(m.data, m.headers, DeadLetter)
-                        if (dl.stream, dl.stream_seq) in sent_seqs and m.seq not in counted:
-                            counted.add(m.seq)
-                            seen.add((dl.stream, dl.stream_seq))
-                            res.reasons[dl.reason] = res.reasons.get(dl.reason, 0) + 1
+                async for seq, dl in letters(bus, first_dl):
+                    if (dl.stream, dl.stream_seq) in sent_seqs and seq not in counted:
+                        counted.add(seq)
+                        seen.add((dl.stream, dl.stream_seq))
+                        res.reasons[dl.reason] = res.reasons.get(dl.reason, 0) + 1
                 if len(seen) < len(sent_seqs):
                     await asyncio.sleep(1.0)  # a poll period: dead letters are re-read each round
             res.dead_lettered = len(seen)
@@ -224,11 +292,9 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
             await bus.publish_durable(bus.names.episode("taught", "shell"), huge, msg_id="huge")
             deadline = time.monotonic() + s.settle_s
             while time.monotonic() < deadline and res.huge_reward == "not dead-lettered":
-                async for m in bus.read_stream(dlq, bus.names.dlq(">")):
-                    with contextlib.suppress(Exception):
-                        dl = decode(m.data, m.headers, DeadLetter)
-                        if b'"huge"' in dl.payload:
-                            res.huge_reward = f"dead-lettered ({dl.reason} by {dl.service})"
+                async for _, dl in letters(bus, 0):
+                    if b'"huge"' in dl.payload:
+                        res.huge_reward = f"dead-lettered ({dl.reason} by {dl.service})"
                 if res.huge_reward == "not dead-lettered":
                     await asyncio.sleep(1.0)  # a poll period
             res.not_dead_lettered = [sent_seqs[q] for q in sorted(set(sent_seqs) - seen)][:20]
@@ -270,8 +336,19 @@ def main(argv: list[str] | None = None) -> int:
         ("poison messages published", res.sent, "-"),
         ("  of them dead-lettered (with a reason)", res.dead_lettered, f"{res.sent}"),
         ("malformed requests", res.requests, "-"),
-        ("  answered (error replies)", res.error_replies, f"{res.requests}"),
+        (
+            "  answered (error replies; a status endpoint answers its status)",
+            res.error_replies,
+            f"{res.requests}",
+        ),
         ("  unanswered", len(res.no_reply), "0"),
+        ("publishes without a reply subject on endpoints", res.no_reply_sent, "-"),
+        (
+            "  of them dead-lettered (no_reply; a status endpoint only logs them)",
+            res.no_reply_dead_lettered,
+            f"{res.no_reply_expected}",
+        ),
+        ("  service instances that exited after them", len(res.exited_after_no_reply), "0"),
         ("KV keys given garbage", res.kv_garbage, "-"),
         ("episode with reward 1.7e308", res.huge_reward, "dead-lettered"),
         ("service instances that exited", len(res.exited), "0"),
@@ -280,15 +357,25 @@ def main(argv: list[str] | None = None) -> int:
     ok = (
         res.dead_lettered == res.sent
         and not res.no_reply
+        and res.no_reply_dead_lettered == res.no_reply_expected
+        and not res.exited_after_no_reply
         and not res.exited
         and res.honest_episode == "compared"
         and res.huge_reward.startswith("dead-lettered")
     )
     notes = [f"Dead-letter reasons: {json.dumps(res.reasons)}"]
-    if res.not_dead_lettered or res.no_reply or res.exited:
+    if (
+        res.not_dead_lettered
+        or res.no_reply
+        or res.no_reply_missing
+        or res.exited_after_no_reply
+        or res.exited
+    ):
         notes += ["", "Misses (first 20):", ""]
         notes += [f"- no dead letter: {m}" for m in res.not_dead_lettered]
         notes += [f"- no reply: {m}" for m in res.no_reply[:20]]
+        notes += [f"- no dead letter of a no-reply publish: {m}" for m in res.no_reply_missing]
+        notes += [f"- exited after the no-reply publishes: {m}" for m in res.exited_after_no_reply]
         notes += [f"- exited: {m}" for m in res.exited]
     _common.report_checks(
         console,

@@ -10,11 +10,13 @@ declares its own ``Access`` (a runner of a new environment gets one from :func:`
 
 What every service may do: read any stream, KV bucket and Object Store (JetStream info, direct
 gets, ephemeral ordered consumers), answer the requests it receives (``allow_responses``), answer
-``nats.micro`` discovery (``$SRV.>``), receive replies on its own inbox (``_INBOX.<user>.>``), and
-dead-letter what it consumes (``dlq.<stream>`` and the ``evidence`` Object Store). What no service
-may do: create, update, delete, purge (but its own), snapshot or restore a stream, delete a
-consumer, or touch another service's durable consumer. Those belong to the admin user (``aios-rl
-up`` and the command line), which has no restrictions and provisions the topology.
+``nats.micro`` discovery (``$SRV.>``), receive replies on its own inbox (``_INBOX.<user>.>``),
+dead-letter what it consumes (``dlq.<stream>`` and the ``evidence`` Object Store), and, when it
+serves endpoints, the requests it refuses for want of a reply subject (``dlq.REQUESTS`` and
+``evidence``). What no service may do: create, update, delete, purge (but its own), snapshot or
+restore a stream, delete a consumer, or touch another service's durable consumer. Those belong
+to the admin user (``aios-rl up`` and the command line), which has no restrictions and
+provisions the topology.
 
 Pure data and functions: imports only msgspec and the standard library.
 """
@@ -28,6 +30,7 @@ from .subjects import (
     BUCKET_COMPARISON,
     BUCKET_CONTROL,
     BUCKET_LEDGER,
+    DLQ_REQUESTS,
     OBJECTS_EVIDENCE,
     OBJECTS_RAIL,
     OBJECTS_WEIGHTS,
@@ -146,7 +149,9 @@ def permissions(names: Names, grant: Access, topo: Topology | None = None) -> Pe
     topo = topo or topology(names)
     pub: list[str] = [*_READ]
     sub: list[str] = [f"{inbox_prefix(grant.user)}.>", "$SRV.>"]
-    dead_letters = bool(grant.consumes)
+    dead_letters = bool(grant.consumes or grant.serves)
+    if grant.serves:
+        pub.append(names.dlq(DLQ_REQUESTS))
     for durable in grant.consumes:
         spec = topo.consumer(durable)
         stream, base = spec.stream, spec.stream[len(names.stream("")) :]

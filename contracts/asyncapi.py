@@ -222,9 +222,10 @@ CHANNELS: tuple[Channel, ...] = (
         "deadLetter",
         "dlq.{stream}",
         "dead_letter.v1",
-        ("every consuming service",),
+        ("every consuming service", "every serving service"),
         ("aios-rl tap", "dashboard"),
-        "A message that failed for good, why, and its original bytes.",
+        "A message that failed for good, why, and its original bytes; on dlq.REQUESTS, a request "
+        "an endpoint refused because it came without a reply subject.",
         stream=STREAM_DLQ,
     ),
     Channel(

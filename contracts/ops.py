@@ -6,14 +6,23 @@ import msgspec
 
 from ._base import Message
 
-__all__ = ["ConsumerStats", "DeadLetter", "ErrorReply", "ServiceStatus", "dead_letter_object"]
+__all__ = [
+    "ConsumerStats",
+    "DeadLetter",
+    "ErrorReply",
+    "ServiceStatus",
+    "dead_letter_object",
+    "request_dead_letter_object",
+]
 
 
 class DeadLetter(Message, frozen=True, kw_only=True):
     """A message that could not be processed, kept on ``dlq.<stream>`` for diagnosis: whole when
     it fits in a bus message, else its payload is in the Object Store ``evidence``
     (``payload_ref``) or, when that fails too, cut short (``payload_size`` and ``payload_sha256``
-    describe the original)."""
+    describe the original). A request an endpoint refused because it came without a reply
+    subject is kept on ``dlq.REQUESTS`` (no stream held it: ``stream`` and ``consumer`` are
+    empty, ``endpoint`` names it)."""
 
     SCHEMA = "dead_letter.v1"
 
@@ -24,7 +33,8 @@ class DeadLetter(Message, frozen=True, kw_only=True):
     stream_seq: int = 0
     deliveries: int = 0
     reason: str
-    """``undecodable``, ``failed`` (retries exhausted) or ``rejected`` (a permanent error)."""
+    """``undecodable``, ``failed`` (retries exhausted), ``rejected`` (a permanent error) or
+    ``no_reply`` (a request sent without a reply subject, not handled)."""
     error: str = ""
     schema: str = ""
     headers: dict[str, str] = {}
@@ -37,11 +47,19 @@ class DeadLetter(Message, frozen=True, kw_only=True):
     payload_ref: str = ""
     """Object Store ``evidence`` name of the original payload (:func:`dead_letter_object`), when
     it was too large to keep here."""
+    endpoint: str = ""
+    """The endpoint that refused a request (reason ``no_reply``); empty for a stream's message."""
 
 
 def dead_letter_object(stream: str, seq: int) -> str:
     """The Object Store ``evidence`` name of a dead letter's payload: ``dlq/<stream>/<seq>``."""
     return f"dlq/{stream}/{seq}"
+
+
+def request_dead_letter_object(service: str, endpoint: str, sha256: str) -> str:
+    """The Object Store ``evidence`` name of the payload of a refused request's dead letter (it
+    has no stream sequence): ``dlq/requests/<service>/<endpoint>/<sha256 of the payload>``."""
+    return f"dlq/requests/{service}/{endpoint}/{sha256}"
 
 
 class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,6 +71,9 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
     retried: int = 0
     dead_lettered: int = 0
     last_error: str = ""
+    schema: str = ""
+    """The schema of the messages it reads (``episode.v1``, ...), as an endpoint's
+    ``request_schema`` names what it takes."""
 
 
 class ServiceStatus(Message, frozen=True, kw_only=True):

@@ -48,6 +48,9 @@ STREAM_REPLAY = "REPLAY"
 STREAM_EVENTS = "EVENTS"
 STREAM_RAIL = "RAIL"
 STREAM_DLQ = "DLQ"
+DLQ_REQUESTS = "REQUESTS"
+"""Where dead letters of requests go (``dlq.REQUESTS``, in the stream ``DLQ``): a request sent
+to an endpoint without a reply subject, which no stream holds."""
 
 BUCKET_CHECKPOINTS = "checkpoints"
 BUCKET_CONTROL = "control"

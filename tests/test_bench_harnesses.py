@@ -30,7 +30,10 @@ def test_fuzz_quick_every_poison_message_is_dead_lettered_and_nothing_dies(
     res = json.loads(out.with_suffix(".json").read_text())
     assert res["sent"] > 0 and res["dead_lettered"] == res["sent"], res["not_dead_lettered"]
     assert res["requests"] > 0 and res["no_reply"] == [], res["no_reply"]
-    assert res["exited"] == [] and res["honest_episode"] == "compared"
+    assert res["no_reply_expected"] > 0, "no endpoint taking a request was found"
+    assert res["no_reply_dead_lettered"] == res["no_reply_expected"], res["no_reply_missing"]
+    assert res["exited_after_no_reply"] == [] and res["exited"] == []
+    assert res["honest_episode"] == "compared"
     assert res["huge_reward"].startswith("dead-lettered")
     assert done.returncode == 0, done.stdout[-2000:]
 

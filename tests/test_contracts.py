@@ -7,7 +7,6 @@ import re
 from typing import Any
 
 import msgspec
-import msgspec.inspect as mi
 import pytest
 
 import contracts
@@ -35,54 +34,8 @@ from contracts import (
     topology,
 )
 from contracts.codec import MAX_DEPTH, MAX_PAYLOAD_BYTES, EncodeError
+from contracts.examples import example as instance
 from contracts.subjects import STREAM_DLQ, STREAM_EPISODES
-
-# -- building instances from the type information ----------------------------------------------
-
-
-def _value(info: mi.Type, *, full: bool) -> Any:
-    """A builtin value that converts into the type ``info`` describes.
-
-    ``full=False`` fills only required fields with the smallest values; ``full=True`` fills every
-    field (optionals with a value, lists and dicts with one item) so nested types round-trip too."""
-    match info:
-        case mi.StructType():
-            out: dict[str, Any] = {}
-            if info.tag_field is not None:
-                out[info.tag_field] = info.tag
-            for f in info.fields:
-                if f.required or full:
-                    out[f.encode_name] = _value(f.type, full=full)
-            return out
-        case mi.StrType() if info.pattern is not None:
-            return "shell"  # the one constrained string: an environment name
-        case mi.StrType():
-            return "s1" if full else ""
-        case mi.BoolType():
-            return full
-        case mi.IntType():
-            return 3 if full else 0
-        case mi.FloatType():
-            return 0.25 if full else 0.0
-        case mi.BytesType():
-            return b"\x00\xffraw" if full else b""
-        case mi.LiteralType():
-            return info.values[-1] if full else info.values[0]
-        case mi.ListType() | mi.VarTupleType() | mi.SetType() | mi.FrozenSetType():
-            return [_value(info.item_type, full=full)] if full else []
-        case mi.DictType():
-            return {"k": _value(info.value_type, full=full)} if full else {}
-        case mi.UnionType():
-            options = [t for t in info.types if not isinstance(t, mi.NoneType)]
-            return _value(options[-1] if full else options[0], full=full)
-        case mi.NoneType():
-            return None
-    raise TypeError(f"no builder for {info!r}: extend _value")
-
-
-def instance(t: type[contracts.Message], *, full: bool = False) -> contracts.Message:
-    return msgspec.convert(_value(mi.type_info(t), full=full), t)
-
 
 # -- codec ------------------------------------------------------------------------------------------
 

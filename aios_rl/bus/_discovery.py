@@ -21,6 +21,8 @@ class EndpointView(msgspec.Struct, kw_only=True):
     subject: str
     requests: int = 0
     errors: int = 0
+    request_schema: str = ""
+    """The schema of what it takes (its ``$SRV.INFO`` metadata); empty: any body (``status``)."""
 
 
 class ConsumerView(msgspec.Struct, kw_only=True):
@@ -29,6 +31,8 @@ class ConsumerView(msgspec.Struct, kw_only=True):
     processed: int = 0
     retried: int = 0
     dead_lettered: int = 0
+    schema: str = ""
+    """The schema of the messages it reads (from the service's status)."""
 
 
 class ServiceView(msgspec.Struct, kw_only=True):
@@ -96,6 +100,7 @@ def merge(
         endpoints: list[EndpointView] = []
         consumers: list[ConsumerView] = []
         extra: dict[str, float] = {}
+        declared = {ep.get("name"): ep.get("metadata") or {} for ep in info.get("endpoints") or []}
         for ep in st.get("endpoints") or info.get("endpoints") or []:
             data = ep.get("data") or {}
             if ep.get("name") == "status" and isinstance(data, dict):
@@ -106,6 +111,7 @@ def merge(
                         processed=c.get("processed", 0),
                         retried=c.get("retried", 0),
                         dead_lettered=c.get("dead_lettered", 0),
+                        schema=c.get("schema", ""),
                     )
                     for c in data.get("consumers", [])
                 ]
@@ -121,6 +127,7 @@ def merge(
                     subject=ep.get("subject", ""),
                     requests=requests,
                     errors=errors,
+                    request_schema=str(declared.get(ep.get("name"), {}).get("request_schema", "")),
                 )
             )
         pid = meta.get("pid")

@@ -12,6 +12,15 @@ No input stops a service: a message that does not decode (too large, too deep, n
 contract) or that its handler rejects is dead-lettered and acked; a dead letter too large for a
 bus message keeps its payload in the Object Store ``evidence`` (or, failing that, cut short with
 its digest); a request that fails in any way gets an error reply (400, 422 or 500).
+
+A request without a reply subject (a plain publish on an endpoint's subject) is one nobody can
+read the answer of, and ``nats.micro`` cannot answer it at all. It is refused before anything
+else: not decoded, its handler not run (no side effect), logged (``endpoint.no_reply_subject``),
+counted as a request and an error of its endpoint (``$SRV.STATS``), and dead-lettered whole on
+``dlq.REQUESTS`` (reason ``no_reply``, ``endpoint`` naming it; a large payload in ``evidence``
+as above), so nothing it carried is lost. One on the ``status`` endpoint, whose body nothing
+reads, is only logged. No reply that fails to go out, for that or any other reason, ends the
+service: it is logged and counted.
 """
 
 from __future__ import annotations
@@ -49,8 +58,8 @@ from contracts import (
 )
 from contracts import topology as stack_topology
 from contracts.codec import EncodeError
-from contracts.ops import dead_letter_object
-from contracts.subjects import OBJECTS_EVIDENCE, SCHEMA_HEADER, ConsumerSpec
+from contracts.ops import dead_letter_object, request_dead_letter_object
+from contracts.subjects import DLQ_REQUESTS, OBJECTS_EVIDENCE, SCHEMA_HEADER, ConsumerSpec
 
 from ._bus import Bus
 from ._errors import BusError, PermanentError
@@ -246,6 +255,7 @@ class Service:
                     retried=c.counters.retried,
                     dead_lettered=c.counters.dead_lettered,
                     last_error=c.counters.last_error,
+                    schema=getattr(c.type, "SCHEMA", ""),
                 )
                 for c in self._consumers
             ],
@@ -371,8 +381,14 @@ class Service:
 
     # -- endpoints ------------------------------------------------------------------------------
     async def _answer_status(self, req: Request) -> None:
+        if not _reply_subject(req):
+            self.log.warning("endpoint.no_reply_subject", endpoint="status", subject=req.subject)
+            return
         data, headers = encode(self.status())
-        await req.respond(data, headers=headers)
+        try:
+            await req.respond(data, headers=headers)
+        except nats.errors.Error as exc:  # the connection is gone: nobody to tell
+            self.log.warning("endpoint.reply_failed", endpoint="status", error=repr(exc))
 
     def _endpoint_callback(
         self, ep: _Endpoint[Any, Any], tg: asyncio.TaskGroup, in_flight: set[asyncio.Task[None]]
@@ -417,13 +433,19 @@ class Service:
             await req.respond(data, headers=headers)
 
         async def run_one(req: Request) -> None:
+            # Runs in the service's task group: whatever escapes here ends the service, so
+            # nothing may, whatever the request was.
             try:
+                if not _reply_subject(req):
+                    await self._refuse_unanswerable(ep, req)
+                    return
                 await handle(req)
             except ServiceError as err:
                 await _respond_error(req, err.code, err.description, self.log, where=where)
-            except nats.errors.Error as exc:
-                # The reply could not be sent (larger than max_payload, connection gone): answer
-                # with an error if we still can, as micro does, rather than fail the service.
+            except Exception as exc:
+                # The reply could not be sent (larger than max_payload, connection gone, or
+                # anything else nats-py raised on the way): answer with an error if we still
+                # can, as micro does, rather than fail the service. Logged with its traceback.
                 ep.counters.errors += 1
                 ep.counters.last_error = repr(exc)
                 self.log.exception("endpoint.reply_failed", endpoint=ep.name)
@@ -443,6 +465,48 @@ class Service:
             task.add_done_callback(in_flight.discard)
 
         return spawn
+
+    async def _refuse_unanswerable(self, ep: _Endpoint[Any, Any], req: Request) -> None:
+        """Refuse a request that came without a reply subject (see the module docstring): count
+        it, log it and dead-letter it on ``dlq.REQUESTS``, its handler never run. Never raises
+        but for cancellation."""
+        ep.counters.processed += 1
+        ep.counters.errors += 1
+        ep.counters.last_error = "a request without a reply subject"
+        self.log.warning(
+            "endpoint.no_reply_subject",
+            endpoint=ep.name,
+            subject=req.subject,
+            schema=(req.headers or {}).get(SCHEMA_HEADER, ""),
+            size=len(req.data),
+        )
+        payload = req.data
+        headers = dict(req.headers or {})
+        letter = _letter(
+            self.name,
+            subject=req.subject,
+            reason="no_reply",
+            error=(
+                f"a request to endpoint {ep.name!r} without a reply subject: nobody could read "
+                "its answer, so it was not handled"
+            ),
+            headers=headers,
+            payload=payload,
+            stream="",
+            consumer="",
+            endpoint=ep.name,
+        )
+        digest = hashlib.sha256(payload).hexdigest()
+        await self._keep_dead_letter(
+            letter,
+            payload,
+            self.bus.names.dlq(DLQ_REQUESTS),
+            msg_id=None,
+            object_name=request_dead_letter_object(self.name, ep.name, digest),
+            counters=ep.counters,
+            log=self.log.bind(endpoint=ep.name, subject=letter.subject),
+            kind="endpoint",
+        )
 
     # -- durable consumers ----------------------------------------------------------------------
     async def _pull_loop(self, c: _Consumer[Any], psub: Any) -> None:
@@ -568,55 +632,78 @@ class Service:
         payload: bytes,
     ) -> bool:
         """Publish the dead letter of one message on ``dlq.<stream>``; False (logged) when it
-        could not be published. Never raises but for cancellation.
-
-        A payload that would make the dead letter larger than a bus message is stored in the
-        Object Store ``evidence`` and named by ``payload_ref``; when that fails too, the dead
-        letter keeps as much of it as fits. Either way it keeps its size and digest."""
+        could not be published. Never raises but for cancellation (see
+        :meth:`_keep_dead_letter`)."""
         names = self.bus.names
         stream_base = c.spec.stream[len(names.stream("")) :]
-        letter = DeadLetter(
-            service=self.name,
+        letter = _letter(
+            self.name,
+            subject=subject,
+            reason=reason,
+            error=error,
+            headers=headers,
+            payload=payload,
             stream=c.spec.stream,
             consumer=c.spec.durable,
-            subject=_text(subject),
             stream_seq=seq,
             deliveries=deliveries,
-            reason=reason,
-            error=_text(error, _ERROR_CHARS),
-            schema=_text(headers.get(SCHEMA_HEADER, ""), _HEADER_CHARS),
-            headers={_text(k): _text(v) for k, v in headers.items()},
-            payload=payload,
-            at=time.time(),
-            payload_size=len(payload),
         )
-        log = self.log.bind(consumer=c.spec.durable, subject=letter.subject, seq=seq)
+        return await self._keep_dead_letter(
+            letter,
+            payload,
+            names.dlq(stream_base),
+            msg_id=f"dlq:{c.spec.stream}:{c.spec.durable}:{seq}",
+            object_name=dead_letter_object(c.spec.stream, seq),
+            counters=c.counters,
+            log=self.log.bind(consumer=c.spec.durable, subject=letter.subject, seq=seq),
+            kind="consumer",
+        )
+
+    async def _keep_dead_letter(
+        self,
+        letter: DeadLetter,
+        payload: bytes,
+        subject: str,
+        *,
+        msg_id: str | None,
+        object_name: str,
+        counters: _Counters,
+        log: Any,
+        kind: str,
+    ) -> bool:
+        """Publish ``letter`` (which holds ``payload``) on ``subject``; False (logged, and the
+        error kept in ``counters``) when it could not be published. Never raises but for
+        cancellation. ``kind`` (``consumer``, ``endpoint``) prefixes the log events.
+
+        A payload that would make the dead letter larger than a bus message is stored in the
+        Object Store ``evidence`` as ``object_name`` and named by ``payload_ref``; when that
+        fails too, the dead letter keeps as much of it as fits. Either way it keeps its size and
+        digest."""
         budget = self.bus.nc.max_payload - _HEADROOM
         try:
             if _size(letter) > budget:
                 letter = msgspec.structs.replace(
                     letter, payload=b"", payload_sha256=hashlib.sha256(payload).hexdigest()
                 )
-                name = dead_letter_object(c.spec.stream, seq)
                 try:
-                    await self.bus.put_object(names.bucket(OBJECTS_EVIDENCE), name, payload)
+                    await self.bus.put_object(
+                        self.bus.names.bucket(OBJECTS_EVIDENCE), object_name, payload
+                    )
                 except BusError as exc:
-                    log.warning("consumer.dead_letter_payload_not_stored", error=repr(exc))
+                    log.warning(f"{kind}.dead_letter_payload_not_stored", error=repr(exc))
                     letter = _fitted(letter, payload, budget)
                 else:
-                    letter = _fitted(msgspec.structs.replace(letter, payload_ref=name), b"", budget)
-            await self.bus.publish_durable(
-                names.dlq(stream_base),
-                letter,
-                msg_id=f"dlq:{c.spec.stream}:{c.spec.durable}:{seq}",
-            )
+                    letter = _fitted(
+                        msgspec.structs.replace(letter, payload_ref=object_name), b"", budget
+                    )
+            await self.bus.publish_durable(subject, letter, msg_id=msg_id)
         except (BusError, ContractError, nats.errors.Error) as exc:
-            c.counters.last_error = repr(exc)
-            log.error("consumer.dead_letter_failed", reason=reason, error=repr(exc))
+            counters.last_error = repr(exc)
+            log.error(f"{kind}.dead_letter_failed", reason=letter.reason, error=repr(exc))
             return False
         log.warning(
-            "consumer.dead_lettered",
-            reason=reason,
+            f"{kind}.dead_lettered",
+            reason=letter.reason,
             payload_ref=letter.payload_ref or None,
             cut=len(letter.payload) < len(payload) and not letter.payload_ref,
         )
@@ -662,6 +749,38 @@ class Service:
         return await self.bus.nc.subscribe(subject, queue=f"dlq-{c.spec.durable}", cb=on_advisory)
 
 
+def _reply_subject(req: Request) -> str:
+    """Where the answer of ``req`` goes; empty for a plain publish. ``nats.micro``'s ``Request``
+    does not expose it (``respond`` raises ``ValueError`` without one), its message does."""
+    return req._msg.reply or ""
+
+
+def _letter(
+    service: str,
+    *,
+    subject: str,
+    reason: str,
+    error: str,
+    headers: dict[str, str],
+    payload: bytes,
+    **where: Any,
+) -> DeadLetter:
+    """The dead letter of ``payload`` (received on ``subject`` with ``headers``), its texts made
+    encodable and cut; ``where`` says what held it (stream and consumer, or endpoint)."""
+    return DeadLetter(
+        service=service,
+        subject=_text(subject),
+        reason=reason,
+        error=_text(error, _ERROR_CHARS),
+        schema=_text(headers.get(SCHEMA_HEADER, ""), _HEADER_CHARS),
+        headers={_text(k): _text(v) for k, v in headers.items()},
+        payload=payload,
+        at=time.time(),
+        payload_size=len(payload),
+        **where,
+    )
+
+
 def _backoff(spec: ConsumerSpec, deliveries: int) -> float:
     """The declared wait before the next delivery of a message delivered ``deliveries`` times."""
     if not spec.backoff_s:
@@ -703,23 +822,28 @@ async def _respond_error(
 ) -> None:
     """Send an error reply: the service API's headers (the description one line of text a
     header can carry) and an ``error.v1`` body (``ErrorReply``) with the code, the message and,
-    from ``where`` = (service, endpoint, expected request schema), where it came from. A reply
-    that cannot be sent (the connection is gone) is logged."""
+    from ``where`` = (service, endpoint, expected request schema), where it came from. Never
+    raises but for cancellation: it runs where an exception would end the service, so an error
+    reply that cannot be built or sent (the connection is gone, no reply subject, anything
+    else) is logged instead."""
     text = " ".join(_text(description, _ERROR_CHARS).split())
     service, endpoint, expected = where
-    body, headers = encode(
-        ErrorReply(
-            code=_text(code, 8),
-            message=_text(description, _ERROR_CHARS * 4),
-            expected_schema=expected,
-            service=service,
-            endpoint=endpoint,
-        )
-    )
     try:
+        body, headers = encode(
+            ErrorReply(
+                code=_text(code, 8),
+                message=_text(description, _ERROR_CHARS * 4),
+                expected_schema=expected,
+                service=service,
+                endpoint=endpoint,
+            )
+        )
         await req.respond_error(_text(code, 8), text, data=body, headers=headers)
     except nats.errors.Error as exc:
-        log.warning("endpoint.error_reply_failed", code=code, error=repr(exc))
+        log.warning("endpoint.error_reply_failed", endpoint=endpoint, code=code, error=repr(exc))
+    except Exception:
+        # Not the connection: a bug here or in nats-py, kept loud (its traceback) but not fatal.
+        log.exception("endpoint.error_reply_failed", endpoint=endpoint, code=code)
 
 
 async def _cancel(tasks: list[asyncio.Task[Any]], deadline_s: float, log: Any) -> None:
