@@ -10,8 +10,8 @@ that exited (an instance whose pid changed), after the no-reply publishes and af
 poison messages and no-reply publishes that got no dead letter; requests that got no reply; and
 whether an honest rollout afterwards comes out compared. The target is 0 / 0 / 0 / yes.
 
-    .venv/bin/python bench/fuzz.py            # the full corpus (~2 min)
-    .venv/bin/python bench/fuzz.py --quick    # a few payloads per target (~1 min)
+    .venv/bin/python bench/fuzz.py            # the full corpus (~30 s on 2 cores)
+    .venv/bin/python bench/fuzz.py --quick    # a few payloads per target (~30 s)
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _, s, out = _common.bench_args("fuzz", __doc__, "~1 min", full=FULL, quick=QUICK, argv=argv)
+    _, s, out = _common.bench_args("fuzz", __doc__, "~30 s", full=FULL, quick=QUICK, argv=argv)
     console = Console()
     res, machine, elapsed = _common.run(
         lambda log: measure(s, log), ["nats-py", "msgspec"], console
