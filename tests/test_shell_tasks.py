@@ -451,8 +451,11 @@ def test_hundred_real_tasks_verify() -> None:
     assert len(families) >= 10
     # prepare() ran the upstream tests on each pristine copy (it raises unless they pass).
     pristine = {m: prepare(m).files for m in families}
-    results = run_many([Job(t.files, t.test_command, 60.0) for t in tasks])
-    for task, result in zip(tasks, results, strict=True):
+    # generate_real verified all 100 as it made them; three of every family (a module and its
+    # bug-making rules) are run again here, independently of its cache.
+    sample = [t for m in families for t in [t for t in tasks if t.family == m][:3]]
+    results = run_many([Job(t.files, t.test_command, 60.0) for t in sample])
+    for task, result in zip(sample, results, strict=True):
         assert not result.passed and not result.timed_out, task.task_id
         assert failing_test_ids(result.output) == task.failing_tests, task.task_id
         fix = next(e for e in task.candidate_edits if e.is_fix)
