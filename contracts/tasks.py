@@ -85,6 +85,11 @@ class ShellTask(Message, frozen=True, kw_only=True):
     suspicious: list[str] = []
     """Imported and mined tasks: ``path:line`` of the code lines fault localisation ranked most
     suspicious, best first (analysis; the policy sees only the candidates it produced)."""
+    test_timeout_s: float = 0.0
+    """Seconds one test may run before it is stopped and counted as failing (a bug that loops for
+    ever fails its tests instead of stalling the run). Set by ``shell import`` and ``shell mine``
+    and used by every later run of the task's tests (episodes, checks); ``0``: no per-test limit,
+    only the run's wall-clock one."""
 
 
 class KnownFix(msgspec.Struct, frozen=True, kw_only=True):

@@ -25,6 +25,7 @@ from ..envs.shell.importing import (
     mine,
     normalise_command,
 )
+from ..envs.shell.pertest import DEFAULT_TEST_TIMEOUT_S
 from ..envs.shell.repair import RepairOptions
 from ..envs.shell.repo import (
     SnapshotError,
@@ -63,8 +64,27 @@ def _share(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < 86_400:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds (below a day), not {text}")
+    return value
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=positive, default=60, help="seconds per test run (60)")
+    p.add_argument(
+        "--test-timeout",
+        type=_seconds,
+        default=DEFAULT_TEST_TIMEOUT_S,
+        metavar="SECONDS",
+        help="seconds one test may run before it is stopped and counted as failing, so a bug "
+        f"that loops for ever still makes a task; kept in the task for its later runs "
+        f"({DEFAULT_TEST_TIMEOUT_S:g}; 0: none, a hanging test then rejects the tree)",
+    )
     p.add_argument(
         "--max-tries",
         type=positive,
@@ -138,6 +158,7 @@ def _executor(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def _options(args: argparse.Namespace, **kw: object) -> ImportOptions:
     return ImportOptions(
         repair=RepairOptions(max_tries=args.max_tries, offer=args.offer),
+        test_timeout_s=args.test_timeout,
         **kw,  # type: ignore[arg-type]
     )
 
@@ -154,8 +175,8 @@ def _check(args: argparse.Namespace) -> list[str]:
 def _fix_of(args: argparse.Namespace, files: dict[str, str]) -> dict[str, str] | None:
     """The known fix as path -> fixed text (``""``: deleted), or ``None``."""
     if args.fix_patch is not None:
-        try:
-            patch = args.fix_patch.read_text(encoding="utf-8")
+        try:  # bytes as they are: a CRLF line of the patch must match one of the tree
+            patch = args.fix_patch.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CliError(f"cannot read --fix-patch {args.fix_patch}: {exc}") from None
     elif args.fix_commit:

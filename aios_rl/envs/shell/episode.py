@@ -7,8 +7,10 @@ free-text shell command:
 ==========================  =================================================================
 action                      what it does
 ==========================  =================================================================
-``run the tests``           runs the task's test command in the sandbox; the observation is
-                            its output (normalised, truncated) and which tests fail
+``run the tests``           runs the task's test command in the sandbox (each test limited
+                            to the task's ``test_timeout_s``, when it has one); the
+                            observation is its output (normalised, truncated) and which
+                            tests fail
 ``show <path>:<a>-<b>``     prints lines ``a`` to ``b`` of a file, numbered (one region around
                             each line a candidate edit touches)
 ``grep <name>``             every line of the task's files that mentions ``name`` (names the
@@ -38,7 +40,9 @@ else (so a ``unittest.py`` planted in the task directory cannot fake a pass). Th
 - ``failure``: anything else, including touching a test file;
 - ``blocked``: the sandbox failed, a command hit a limit that ended it (timeout, CPU, memory,
   processes, file size), the evaluation run timed out, or ``max_invalid`` invalid actions came
-  in a row. An output flood is not blocking: the observation is truncated.
+  in a row. An output flood is not blocking: the observation is truncated. A task with a
+  per-test timeout (:mod:`.pertest`) runs its tests with it, in ``run the tests`` and in the
+  evaluation: a test that loops fails, and the run is judged, not blocked.
 
 Reward (environment reward, in [0, 1]):
 
@@ -72,6 +76,7 @@ from pathlib import Path, PurePosixPath
 from aios_rl.errors import AiosError
 from contracts import CandidateEdit, Outcome, ShellTask
 
+from .pertest import timed_command
 from .pyparse import parse
 from .sandbox import ExecResult, Executor, SandboxError
 from .verify import command_argv, failing_test_ids
@@ -511,8 +516,12 @@ class ShellEpisode:
             return True
         return False
 
+    def _test_argv(self) -> list[str]:
+        """The task's test command, with its per-test timeout."""
+        return command_argv(timed_command(self.task.test_command, self.task.test_timeout_s))
+
     def _run_tests(self) -> str:
-        result = self._exec(command_argv(self.task.test_command), self.workdir)
+        result = self._exec(self._test_argv(), self.workdir)
         output = clip(normalise(result.output, self.workdir), self.config.observation_chars)
         if self._limit_hit(result):
             return output + f"\n[blocked: {result.blocked_reason}]"
@@ -629,7 +638,7 @@ class ShellEpisode:
         with tempfile.TemporaryDirectory(prefix="aios-shell-eval-") as tmp:
             root = Path(tmp)
             materialise(root, clean)
-            result = self._exec(command_argv(self.task.test_command), root)
+            result = self._exec(self._test_argv(), root)
         applied = [label for label, _, _ in self.applied]
         if result.blocked_reason and result.killed_by != "output_limit":
             self._end_blocked("limit", f"evaluation: {result.blocked_reason}")

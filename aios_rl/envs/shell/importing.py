@@ -6,11 +6,18 @@ Verification of a task (:func:`build_task`)
 -------------------------------------------
 1. The tests run ``runs`` times on the tree (run *i* with ``PYTHONHASHSEED=i``): every run must
    fail, without a timeout, and report the same non-empty set of failing test ids (unittest or
-   pytest). Runs that disagree mean flaky tests: the task is rejected.
+   pytest). Runs that disagree mean flaky tests: the task is rejected. Each test has
+   ``test_timeout_s`` seconds (:mod:`.pertest`): a test that loops for ever fails and the run
+   goes on, so a bug that hangs makes a task like any other. Only a run the wall-clock limit
+   had to end (a hang the per-test timeout cannot stop, or outside any test) cannot be judged
+   and rejects the tree; the first such run ends the verification.
 2. With a known fix: the fixed tree's tests run ``runs`` times too and must all pass.
 3. Fault localisation (:mod:`.localise`): per-test line coverage, Ochiai ranking.
 4. Candidate edits (:mod:`.repair`) from the ranked lines, each checked by a test run; the known
    fix is never an input of that step. The task is *solvable by candidates* when one passes.
+
+Every run of steps 1 to 4 has the same per-test timeout, and the task records it
+(``ShellTask.test_timeout_s``) for every run after: episodes, checks.
 
 Mining (:func:`mine`)
 ---------------------
@@ -39,6 +46,7 @@ from contracts import GroundTruth, KnownFix, ShellTask
 
 from .assemble import failure_reasons, statement
 from .localise import ochiai, spectrum
+from .pertest import DEFAULT_TEST_TIMEOUT_S, supports
 from .repair import RepairOptions, propose, run_tests_with
 from .repo import (
     Commit,
@@ -48,6 +56,7 @@ from .repo import (
     commits,
     diff,
     is_test_path,
+    lines_of,
     patch_of,
     snapshot_commit,
 )
@@ -82,6 +91,9 @@ class ImportOptions:
     split: str = "real"
     heldout_share: float = 0.2
     """Mining: share of commits (by hash) whose tasks go to ``real-heldout``."""
+    test_timeout_s: float = DEFAULT_TEST_TIMEOUT_S
+    """Seconds one test may run before it is stopped and counted as failing (0: no per-test
+    limit); recorded in the task. Applies to test commands :func:`~.pertest.supports`."""
 
 
 @dataclass
@@ -132,12 +144,22 @@ def split_for(sha: str, heldout_share: float) -> str:
     return "real-heldout" if draw < heldout_share else "real"
 
 
+def _judgeable(result: ExecResult, stuck: str) -> ExecResult:
+    """``result``, unless a limit ended the run so it cannot be judged: raises ``RejectedTask``
+    then, with ``stuck`` (why no per-test timeout ended it) after a timeout. An output flood is
+    judged on what it printed."""
+    if result.timed_out or (result.blocked_reason and result.killed_by != "output_limit"):
+        why = result.blocked_reason or "timeout"
+        raise RejectedTask(
+            f"a test run was stopped: {why}" + (f"; {stuck}" if result.timed_out else "")
+        )
+    return result
+
+
 def _failing_runs(results: Sequence[ExecResult]) -> list[str]:
     """The failing ids all runs agree on. Raises ``RejectedTask`` otherwise."""
     ids = []
     for r in results:
-        if r.timed_out or (r.blocked_reason and r.killed_by != "output_limit"):
-            raise RejectedTask(f"a test run was stopped: {r.blocked_reason or 'timeout'}")
         if r.exit_code == 0:
             if any(x.exit_code != 0 for x in results):
                 raise RejectedTask("flaky: the tests failed in one run and passed in another")
@@ -157,7 +179,7 @@ def _failing_runs(results: Sequence[ExecResult]) -> list[str]:
 def _first_hunk(before: str, after: str) -> tuple[int, str, str]:
     """(first line of ``before`` the change touches, fixed text, buggy text) of the first
     difference between ``before`` (buggy) and ``after`` (fixed)."""
-    old, new = before.splitlines(), after.splitlines()
+    old, new = lines_of(before), lines_of(after)
     matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
@@ -194,9 +216,32 @@ def build_task(
         raise RejectedTask("no test files (test_*.py, *_test.py or under tests/)")
     if fix is not None and any(is_test_path(p) for p in fix):
         raise RejectedTask("the fix changes test files: a fix may change code only")
-    say(f"{name}: running the tests {opts.runs}x")
+    per_test = opts.test_timeout_s if supports(test_command) else 0.0
+    if per_test:
+        stuck = (
+            f"no test's {per_test:g}-s per-test timeout stopped it (a hang outside any test, or "
+            "in code that blocks signals), or the tests are slow: raise --timeout"
+        )
+    elif opts.test_timeout_s:
+        stuck = "this test command cannot have a per-test timeout (not {python} -m or a script)"
+    else:
+        stuck = "no per-test timeout was set"
+    say(
+        f"{name}: running the tests {opts.runs}x"
+        + (f" ({per_test:g} s per test)" if per_test else " (no per-test timeout)")
+    )
     runs = [
-        run_tests_with(files, test_command, executor, hash_seed=i, work_root=work_root)
+        _judgeable(
+            run_tests_with(
+                files,
+                test_command,
+                executor,
+                hash_seed=i,
+                work_root=work_root,
+                per_test_s=per_test,
+            ),
+            stuck,
+        )
         for i in range(opts.runs)
     ]
     failing = _failing_runs(runs)
@@ -209,15 +254,24 @@ def build_task(
             raise RejectedTask("the fix changes nothing")
         say(f"{name}: checking the known fix")
         after = [
-            run_tests_with(fixed, test_command, executor, hash_seed=i, work_root=work_root)
+            run_tests_with(
+                fixed,
+                test_command,
+                executor,
+                hash_seed=i,
+                work_root=work_root,
+                per_test_s=per_test,
+            )
             for i in range(opts.runs)
         ]
         if not all(r.exit_code == 0 and not r.timed_out for r in after):
             flaky = any(r.exit_code == 0 for r in after)
+            slow = any("per-test timeout:" in r.output for r in after)
             raise RejectedTask(
                 "flaky: the tests passed in one run of the fixed tree and failed in another"
                 if flaky
                 else "the known fix does not make every test pass"
+                + (f" (a test ran past the {per_test:g}-s per-test timeout)" if slow else "")
             )
         known = KnownFix(
             patch=patch_of(files, fixed, changed),
@@ -232,7 +286,7 @@ def build_task(
             message=message,
         )
     say(f"{name}: localising ({len(failing)} failing tests)")
-    spec = spectrum(files, test_command, code_paths, executor, work_root)
+    spec = spectrum(files, test_command, code_paths, executor, work_root, per_test_s=per_test)
     scored = ochiai(spec) if spec is not None else []
     ranked = [(p, n) for p, n, score in scored if score > 0]
     say(f"{name}: trying repairs at {min(len(ranked), opts.repair.max_lines)} lines")
@@ -246,6 +300,7 @@ def build_task(
         options=opts.repair,
         work_root=work_root,
         timeout_s=max(5.0, 5 * slowest),
+        per_test_s=per_test,
     )
     suspicious = [f"{p}:{n}" for p, n in ranked[:50]]
     fix_rank = None
@@ -300,6 +355,7 @@ def build_task(
         source=source,
         known_fix=known,
         suspicious=suspicious,
+        test_timeout_s=per_test,
     )
     return Imported(
         task=task,
@@ -373,17 +429,19 @@ def mine(
 def fix_command(task: ShellTask, limit: int = 6000) -> str | None:
     """A shell command that applies the task's known fix in its directory (what the oracle
     teacher hints when no candidate edit fixes the task), or ``None`` when there is no known
-    fix or the command would exceed ``limit`` characters."""
+    fix or the command would exceed ``limit`` characters. It writes the fixed files' bytes
+    exactly (CRLF lines, no newline at the end)."""
     if task.known_fix is None:
         return None
     marker = "AIOS_FIX_" + hashlib.sha256(task.known_fix.patch.encode()).hexdigest()[:8]
     writes = []
     for path, text in sorted(task.known_fix.files.items()):
+        quoted = shlex.quote(path)
         if text == "":
-            writes.append(f"rm -f {shlex.quote(path)}")
-        else:
-            writes.append(
-                f"cat > {shlex.quote(path)} <<'{marker}'\n{text}{'' if text.endswith(chr(10)) else chr(10)}{marker}"
-            )
+            writes.append(f"rm -f {quoted}")
+        elif text.endswith("\n"):
+            writes.append(f"cat > {quoted} <<'{marker}'\n{text}{marker}")
+        else:  # a here-document ends in a newline the file does not have: cut it off
+            writes.append(f"cat > {quoted} <<'{marker}'\n{text}\n{marker}\ntruncate -s -1 {quoted}")
     command = "\n".join(writes)
     return command if len(command) <= limit else None

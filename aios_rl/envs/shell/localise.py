@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .pertest import timed_command
 from .sandbox import Executor
 from .verify import command_argv, materialize
 
@@ -187,9 +188,11 @@ def spectrum(
     code_paths: Sequence[str],
     executor: Executor,
     work_root: Path | None = None,
+    per_test_s: float = 0.0,
 ) -> Spectrum | None:
-    """Run the tests once under the harness (see the module docstring); ``None`` when the
-    command cannot be traced or the run left no readable record."""
+    """Run the tests once under the harness (see the module docstring), each test limited to
+    ``per_test_s`` seconds when above 0 (:mod:`.pertest`: a test that loops is a failing test
+    here too); ``None`` when the command cannot be traced or the run left no readable record."""
     if not traceable(test_command):
         return None
     args = _program(test_command)
@@ -198,7 +201,8 @@ def spectrum(
         materialize(
             {**files, SCRIPT: HARNESS, ".aios_targets.json": json.dumps(list(code_paths))}, tmp
         )
-        argv = command_argv(["{python}", "-B", SCRIPT, OUT, ".aios_targets.json", *args])
+        harness = ["{python}", "-B", SCRIPT, OUT, ".aios_targets.json", *args]
+        argv = command_argv(timed_command(harness, per_test_s))
         executor.run(argv, tmp)
         out = tmp / OUT
         if out.is_symlink() or not out.is_file():

@@ -14,7 +14,8 @@ generated tasks). Offered: every solving candidate, then the best ranked others 
 edits in all, shuffled with a generator seeded by the task's files so their order tells nothing.
 Edits that time out the tests are never offered; each check's time limit is five times the
 slowest verification run (at least 5 s), so an edit that makes the tests loop costs seconds, not
-the sandbox's whole limit.
+the sandbox's whole limit. With a per-test timeout (:mod:`.pertest`) every check has it too: an
+edit that makes a test loop is then an edit whose tests fail, judged like any other.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from contracts import CandidateEdit
 from . import mutations
 from .assemble import _label
 from .mutations import MutationError
+from .pertest import timed_command
 from .sandbox import ExecResult, Executor
 from .verify import EditError, apply_edit, command_argv, failing_test_ids, materialize
 
@@ -111,18 +113,20 @@ def run_tests_with(
     hash_seed: int = 0,
     work_root: Path | None = None,
     timeout_s: float | None = None,
+    per_test_s: float = 0.0,
 ) -> ExecResult:
     """Run the test command on ``files`` in a fresh directory through ``executor``, with
     ``PYTHONHASHSEED`` set to ``hash_seed`` (runs with other seeds catch tests that depend on
     hash order); ``timeout_s``: a limit tighter than the executor's (coreutils ``timeout``; the
-    run then reads as timed out)."""
+    run then reads as timed out); ``per_test_s``: each test's limit (:mod:`.pertest`, 0: none)."""
     import shutil
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix="aios-import-", dir=work_root))
     try:
         materialize(files, tmp)
-        argv = ["/usr/bin/env", f"PYTHONHASHSEED={hash_seed}", *command_argv(test_command)]
+        command = command_argv(timed_command(test_command, per_test_s))
+        argv = ["/usr/bin/env", f"PYTHONHASHSEED={hash_seed}", *command]
         if timeout_s is not None:
             argv = ["/usr/bin/timeout", "-k", "1", f"{timeout_s:.1f}", *argv]
         result = executor.run(argv, tmp)
@@ -143,9 +147,11 @@ def propose(
     options: RepairOptions | None = None,
     work_root: Path | None = None,
     timeout_s: float | None = None,
+    per_test_s: float = 0.0,
 ) -> Proposal:
     """The candidate edits of a task (see the module docstring); ``timeout_s`` bounds each
-    check (an edit can make the tests loop: it is then not offered)."""
+    check (an edit can make the tests loop: it is then not offered), ``per_test_s`` each test
+    in it."""
     opts = options or RepairOptions()
     found = edits_at(files, ranked, max_lines=opts.max_lines)[: opts.max_tries]
     before = set(failing)
@@ -157,6 +163,7 @@ def propose(
             executor,
             work_root=work_root,
             timeout_s=timeout_s,
+            per_test_s=per_test_s,
         )
 
     if opts.workers > 1 and len(found) > 1:

@@ -12,6 +12,11 @@ symlink whose target stays in the tree becomes a copy of its target; one that le
 an error (:class:`SnapshotError`): a task never carries a host path. Limits
 (:class:`SnapshotLimits`) bound the file count, each file's size and the total; going over one is
 an error that names it, never a silent cut.
+
+A file's text is its bytes decoded as UTF-8, nothing translated: CRLF and lone CR line endings,
+form feeds and a missing last newline stay as they are, in the snapshot, in patches made and
+applied here, and in the files a task writes back (:func:`~.verify.materialize`). Lines are
+what git counts: the text up to each ``\\n`` (:func:`lines_of`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ __all__ = [
     "diff",
     "is_git",
     "is_test_path",
+    "lines_of",
     "patch_of",
     "resolve",
     "snapshot_commit",
@@ -159,9 +165,14 @@ class _Budget:
 # -- git -------------------------------------------------------------------------------------------
 
 
-def _git(repo: Path, *args: str, input_: bytes | None = None) -> bytes:
+def _git_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["GIT_CONFIG_NOSYSTEM"] = "1"
+    return env
+
+
+def _git(repo: Path, *args: str, input_: bytes | None = None) -> bytes:
+    env = _git_env()
     proc = subprocess.run(
         ["git", "-c", "core.quotepath=off", "-C", str(repo), *args],
         input=input_,
@@ -320,6 +331,20 @@ def snapshot_dir(root: Path, limits: SnapshotLimits | None = None) -> Snapshot:
 # -- patches ---------------------------------------------------------------------------------------
 
 
+def lines_of(text: str, *, keepends: bool = False) -> list[str]:
+    r"""``text``'s lines as git numbers them: split at ``\n`` only, a ``\r`` before it kept in
+    the line (``str.splitlines`` also splits at a lone ``\r``, a form feed, ``\x1c``, U+2028
+    ...; Python's own line numbers differ from git's only at a lone ``\r``). No empty last
+    line for text that ends in ``\n``."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    if keepends:
+        out = [p + "\n" for p in parts[:-1]]
+        return [*out, parts[-1]] if parts[-1] else out
+    return parts[:-1] if parts[-1] == "" else parts
+
+
 def diff(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
     """Paths whose text differs (added, removed or changed), sorted."""
     return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
@@ -332,8 +357,8 @@ def patch_of(before: Mapping[str, str], after: Mapping[str, str], paths: Sequenc
     for path in paths:
         old, new = before.get(path), after.get(path)
         out += difflib.unified_diff(
-            (old or "").splitlines(keepends=True),
-            (new or "").splitlines(keepends=True),
+            lines_of(old or "", keepends=True),
+            lines_of(new or "", keepends=True),
             fromfile=f"a/{path}" if old is not None else "/dev/null",
             tofile=f"b/{path}" if new is not None else "/dev/null",
         )
@@ -346,7 +371,7 @@ def changed_lines(before: str, after: str) -> list[int]:
     """Lines of ``before`` (1-based) that ``after`` changes or deletes, or after which it inserts
     (an insertion at the very top counts as line 1)."""
     lines: list[int] = []
-    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    matcher = difflib.SequenceMatcher(a=lines_of(before), b=lines_of(after), autojunk=False)
     for tag, i1, i2, _j1, _j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
@@ -362,15 +387,17 @@ _HUNK_PATH = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.MULTILINE)
 
 def apply_patch(files: Mapping[str, str], patch: str) -> dict[str, str]:
     """``files`` with a unified diff applied (``git apply``, in a scratch directory, so the same
-    rules as git: ``-p1``, exact context). Raises ``SnapshotError`` when it does not apply."""
+    rules as git: ``-p1``, exact context, bytes as they are: a CRLF line in the patch matches a
+    CRLF line in the file). Raises ``SnapshotError`` when it does not apply."""
     with tempfile.TemporaryDirectory(prefix="aios-patch-") as tmp:
         root = Path(tmp)
         materialize(files, root)
-        (root / ".fix.patch").write_text(patch, encoding="utf-8")
+        (root / ".fix.patch").write_bytes(patch.encode("utf-8"))
         proc = subprocess.run(
             ["git", "apply", "--whitespace=nowarn", ".fix.patch"],
             cwd=root,
             capture_output=True,
+            env=_git_env(),
             timeout=60,
             check=False,
         )
@@ -384,7 +411,7 @@ def apply_patch(files: Mapping[str, str], patch: str) -> dict[str, str]:
         for path in touched | {p for p in files if not (root / p).exists()}:
             target = root / path
             if target.is_file():
-                out[path] = target.read_text(encoding="utf-8")
+                out[path] = target.read_bytes().decode("utf-8")
             else:
                 out.pop(path, None)
         return out

@@ -4,7 +4,11 @@ Tests run as real processes in a fresh temporary directory per run (so no byteco
 outlive an edit), with ``{python}`` in the test command replaced by this interpreter, through
 ``sandbox.LocalExecutor``: no isolation (these are our own tests and our own mutants), but the
 sandbox's clean environment (``PYTHONHASHSEED=0``, ``HOME`` and ``TMPDIR`` the runner's temporary
-directory), a wall-clock timeout that kills the whole process group, and the limits below.
+directory), a wall-clock timeout that kills the whole process group, and the limits below. A
+task with a per-test timeout (``ShellTask.test_timeout_s``, :mod:`.pertest`) runs its tests with
+it, here too.
+
+Task files are written byte for byte (UTF-8, no newline translation: a CRLF line stays one).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import msgspec
 from aios_rl.errors import AiosError
 from contracts import CandidateEdit, ShellTask
 
+from .pertest import timed_command
 from .sandbox import LocalExecutor, SandboxConfig
 
 __all__ = [
@@ -102,12 +107,12 @@ def _safe_path(rel: str) -> PurePosixPath:
 
 
 def materialize(files: Mapping[str, str], directory: Path) -> None:
-    """Write ``files`` (relative path -> text) under ``directory``. Raises ``ValueError`` for
-    a path that would leave it."""
+    """Write ``files`` (relative path -> text) under ``directory``, each as its UTF-8 bytes (no
+    newline translation). Raises ``ValueError`` for a path that would leave it."""
     for rel, text in files.items():
         target = directory.joinpath(*_safe_path(rel).parts)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        target.write_bytes(text.encode("utf-8"))
 
 
 def command_argv(test_command: Sequence[str]) -> list[str]:
@@ -116,20 +121,24 @@ def command_argv(test_command: Sequence[str]) -> list[str]:
 
 
 def run_files(
-    files: Mapping[str, str], test_command: Sequence[str], *, timeout: float
+    files: Mapping[str, str], test_command: Sequence[str], *, timeout: float, per_test: float = 0.0
 ) -> RunResult:
-    """Materialise ``files`` in a fresh temporary directory and run the test command there."""
+    """Materialise ``files`` in a fresh temporary directory and run the test command there
+    (each test limited to ``per_test`` seconds when above 0, see :mod:`.pertest`)."""
     with tempfile.TemporaryDirectory(prefix="aios-shell-") as tmp:
         materialize(files, Path(tmp))
-        return _run_tests(Path(tmp), command_argv(test_command), timeout)
+        argv = command_argv(timed_command(test_command, per_test))
+        return _run_tests(Path(tmp), argv, timeout)
 
 
 class Job(NamedTuple):
-    """One test run to make: these files, this command, this timeout."""
+    """One test run to make: these files, this command, this timeout (and per-test timeout)."""
 
     files: Mapping[str, str]
     test_command: Sequence[str]
     timeout: float
+    per_test: float = 0.0
+    """The task's ``test_timeout_s`` (0: none)."""
 
 
 def default_cache_dir() -> Path:
@@ -179,6 +188,8 @@ class RunCache:
         os.replace(f.name, path)
 
     def _job_key(self, job: Job) -> str:
+        if job.per_test > 0:
+            return self.key("run", dict(job.files), list(job.test_command), job.per_test)
         return self.key("run", dict(job.files), list(job.test_command))
 
     def get(self, job: Job) -> RunResult | None:
@@ -206,7 +217,7 @@ def run_many(
 
     def one(i: int) -> RunResult:
         job = jobs[i]
-        return run_files(job.files, job.test_command, timeout=job.timeout)
+        return run_files(job.files, job.test_command, timeout=job.timeout, per_test=job.per_test)
 
     if workers <= 1 or len(todo) <= 1:
         fresh = [one(i) for i in todo]
@@ -269,7 +280,7 @@ def check_task(
     Checks the content address, that the tests fail on the task's files with exactly
     ``failing_tests`` failing, that there is one fix and it makes the tests pass, that the
     ground truth's mutated text occurs once, and (``distractors``) that no other candidate edit
-    makes the tests pass."""
+    makes the tests pass. Every run has the task's per-test timeout (``test_timeout_s``)."""
     problems = []
     if task.task_id != task_id_of(task.files, task.test_command):
         problems.append("task_id is not the content address of files + test_command")
@@ -279,13 +290,14 @@ def check_task(
     fixes = [e for e in task.candidate_edits if e.is_fix]
     if len(fixes) != 1:
         problems.append(f"{len(fixes)} candidate edits are marked as the fix")
-    jobs = [Job(task.files, task.test_command, timeout)]
+    per_test = task.test_timeout_s
+    jobs = [Job(task.files, task.test_command, timeout, per_test)]
     labels = ["as given"]
     for edit in task.candidate_edits:
         if not (edit.is_fix or distractors):
             continue
         try:
-            jobs.append(Job(apply_edit(task.files, edit), task.test_command, timeout))
+            jobs.append(Job(apply_edit(task.files, edit), task.test_command, timeout, per_test))
             labels.append(edit.label)
         except EditError as exc:
             problems.append(str(exc))
@@ -323,7 +335,14 @@ def drop_bad_distractors(
     for i, (task, timeout) in enumerate(zip(tasks, timeouts, strict=True)):
         for edit in task.candidate_edits:
             if not edit.is_fix:
-                jobs.append(Job(apply_edit(task.files, edit), task.test_command, timeout))
+                jobs.append(
+                    Job(
+                        apply_edit(task.files, edit),
+                        task.test_command,
+                        timeout,
+                        task.test_timeout_s,
+                    )
+                )
                 owners.append((i, edit.label))
     results = run_many(jobs, workers=workers, cache=cache)
     bad = {owner for owner, r in zip(owners, results, strict=True) if r.passed or r.timed_out}
