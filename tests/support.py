@@ -174,3 +174,24 @@ async def play(host: Any, task: Any, turns: list[str], *, max_steps: int = 8) ->
         return env
     finally:
         await env.close()
+
+
+def nats_server_pids(port: int) -> set[int]:
+    """The live ``nats-server`` processes listening on client ``port`` (a zombie has no command
+    line, so it is not one)."""
+    import itertools
+
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or not argv[0].endswith(b"nats-server"):
+            continue
+        pairs = itertools.pairwise(argv)
+        if any(flag == b"-p" and value == str(port).encode() for flag, value in pairs):
+            found.add(int(entry.name))
+    return found

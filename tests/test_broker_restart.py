@@ -1,12 +1,12 @@
 """The embedded broker is supervised like the services: a ``nats-server`` that ``aios-rl up``
-started (or one node of ``up --cluster 3``) and that dies is started again on the same port and
-store, and a campaign running on the stack finishes with every episode compared once."""
+started and that dies is started again on the same port and store, and a campaign running on the
+stack finishes with every episode compared once (one node of ``up --cluster 3``:
+``test_cluster``)."""
 
 from __future__ import annotations
 
 import asyncio
 import io
-import itertools
 import os
 import signal
 import sys
@@ -23,28 +23,9 @@ from aios_rl.state.ledger import Ledger
 from contracts import Episode
 from contracts.subjects import STREAM_EPISODES
 
-from .support import admin_of, eventually, stack_env, until_every_service
+from .support import admin_of, eventually, nats_server_pids, stack_env, until_every_service
 
 CAMPAIGN = "broker-killed"
-
-
-def _server_pids(port: int) -> set[int]:
-    """The live ``nats-server`` processes listening on client ``port`` (a zombie has no
-    command line, so it is not one)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if not argv or not argv[0].endswith(b"nats-server"):
-            continue
-        pairs = itertools.pairwise(argv)
-        if any(flag == b"-p" and value == str(port).encode() for flag, value in pairs):
-            found.add(int(entry.name))
-    return found
 
 
 async def test_a_killed_server_is_started_again_on_its_port_and_store(tmp_path: Path) -> None:
@@ -58,11 +39,11 @@ async def test_a_killed_server_is_started_again_on_its_port_and_store(tmp_path: 
                 kv = await bus.js.create_key_value(bucket="kept")
                 await kv.put("k", b"before the kill")
                 first = server.pid
-                assert first is not None and _server_pids(server.port) == {first}
+                assert first is not None and nats_server_pids(server.port) == {first}
                 os.kill(first, signal.SIGKILL)
 
                 async def serving_again() -> int | None:
-                    pids = _server_pids(server.port)
+                    pids = nats_server_pids(server.port)
                     return next(iter(pids)) if pids and first not in pids else None
 
                 second = await eventually(serving_again, within=20, what="a new server")
@@ -87,41 +68,27 @@ async def test_a_killed_server_is_started_again_on_its_port_and_store(tmp_path: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cluster", [0, 3], ids=["server", "cluster-node"])
-async def test_killing_the_broker_under_up_mid_campaign_loses_nothing(
-    tmp_path: Path, cluster: int
-) -> None:
-    """``aios-rl up`` (with users; ``--cluster 3``: three nodes, 3 replicas) and a shell campaign
-    on it; once episodes are compared the server (or the episode stream's leader node) is
-    SIGKILLed: a new one serves on the same port and store within seconds, the campaign
-    finishes, every scheduled episode is compared exactly once."""
+async def test_killing_the_broker_under_up_mid_campaign_loses_nothing(tmp_path: Path) -> None:
+    """``aios-rl up`` (with users) and a shell campaign on it; once episodes are compared the
+    server is SIGKILLed: a new one serves on the same port and store within seconds, the
+    campaign finishes, every scheduled episode is compared exactly once. (One node of
+    ``up --cluster 3``, twice: ``test_cluster``.)"""
     env = stack_env()
     port, data = free_port(), tmp_path / "aios"
     log_path = tmp_path / "up.log"
     log = open(log_path, "wb")  # noqa: ASYNC230 - the stack's merged logs, for diagnosis
     up = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "aios_rl.cli", "up", "--nats-port", str(port), "--data-dir",
-        str(data), *(["--cluster", str(cluster)] if cluster else []),
-        stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
+        str(data), stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
     )  # fmt: skip
 
-    async def announced() -> str | None:
-        for line in log_path.read_text(errors="replace").splitlines():
-            if "embedded NATS" in line and " at nats://" in line:
-                return line.split(" at ", 1)[1].split()[0]
-        return None
-
+    url = f"nats://127.0.0.1:{port}"
     train = None
     try:
-        url = await eventually(announced, within=120, what="the stack's URL")
-        members = url.split(",")
-        assert len(members) == max(cluster, 1), url
         admin = await admin_of(data)
         async with connect(url, name="test-broker-killed", connect_deadline=30, **admin) as bus:
             await until_every_service(bus)
             stream = bus.names.stream(STREAM_EPISODES)
-            if cluster:
-                assert (await bus.js.stream_info(stream)).config.num_replicas == 3
             train = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "aios_rl.cli", "shell", "train",
                 "--epochs", "1", "--tasks-per-epoch", "4", "--group-size", "2",
@@ -143,17 +110,11 @@ async def test_killing_the_broker_under_up_mid_campaign_loses_nothing(
 
             await eventually(some_compared, within=300, what="a compared episode")
             assert not done.done(), "the campaign ended before the kill"
-            victim = 0
-            if cluster:
-                info = await bus.js.stream_info(stream)
-                assert info.cluster is not None and info.cluster.leader
-                victim = int(info.cluster.leader.rsplit("-", 1)[1])
-            victim_port = int(members[victim].rsplit(":", 1)[1])
-            (pid,) = _server_pids(victim_port)
+            (pid,) = nats_server_pids(port)
             os.kill(pid, signal.SIGKILL)
 
             async def serving_again() -> set[int] | None:
-                pids = _server_pids(victim_port)
+                pids = nats_server_pids(port)
                 return pids if pids and pid not in pids else None
 
             await eventually(serving_again, within=30, what="the server started again")
@@ -172,8 +133,8 @@ async def test_killing_the_broker_under_up_mid_campaign_loses_nothing(
         await asyncio.wait_for(up.wait(), 60)
         log.close()
     text = log_path.read_text(errors="replace")
-    assert f"{members[victim]} exited with code -9" in text, text[-3000:]
-    assert f"{members[victim]} is serving again" in text, text[-3000:]
+    assert f"{url} exited with code -9" in text, text[-3000:]
+    assert f"{url} is serving again" in text, text[-3000:]
     assert "embedded NATS stopped" in text
     assert [r.epoch for r in records] == [0]
     (record,) = records

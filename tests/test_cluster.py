@@ -1,8 +1,8 @@
 """The stack on a local three-node JetStream cluster (3 replicas of every stream, KV bucket and
-object store): provisioning sets and keeps the replicas, and during a shell campaign the server
-that leads the episode stream is SIGKILLed, then, after it is back and caught up, the next
-leader: the campaign completes with every scheduled episode compared exactly once and the
-checkpoint pointers consistent."""
+object store): provisioning sets and keeps the replicas, and during a shell campaign on
+``aios-rl up --cluster 3`` the server that leads the episode stream is SIGKILLed, then, after
+``up`` has started it again and it has caught up, the next leader: the campaign completes with
+every scheduled episode compared exactly once and the checkpoint pointers consistent."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ import msgspec
 import pytest
 
 from aios_rl.bus import Bus, connect, jetstream_ready, provision
-from aios_rl.stack.natsd import NatsCluster
+from aios_rl.stack.natsd import NatsCluster, free_port
 from aios_rl.state.checkpoints import CheckpointRegistry
 from aios_rl.state.ledger import Ledger
 from contracts import Episode, Names
 from contracts.subjects import STREAM_EPISODES
 
-from .support import eventually, until_every_service
+from .support import admin_of, eventually, nats_server_pids, stack_env, until_every_service
 
 CAMPAIGN = "clustered"
 
@@ -68,77 +68,103 @@ async def test_provisioning_sets_and_keeps_the_replicas(tmp_path: Path) -> None:
 async def test_a_campaign_survives_losing_the_episode_streams_leader_twice(
     tmp_path: Path,
 ) -> None:
-    env = {**os.environ, "AIOS_LOG_FORMAT": "json", "COLUMNS": "220"}
-    env.pop("NATS_URL", None)
-    env.pop("AIOS_NAMESPACE", None)
-    with NatsCluster(tmp_path / "cluster", 3) as cluster:
-        url = cluster.url
-        log = open(tmp_path / "up.log", "wb")  # noqa: ASYNC230 - the stack's logs, for diagnosis
-        async with connect(url, name="test-cluster", connect_deadline=30) as bus:
-            await jetstream_ready(bus)
-            up = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "aios_rl.cli", "up", "--nats-url", url, "--insecure",
-                "--replicas", "3", "--data-dir", str(tmp_path / "aios"),
-                stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
+    """``aios-rl up --cluster 3`` (with users): three servers, 3 replicas of every stream,
+    bucket and object store. During a shell campaign the node leading the episode stream is
+    SIGKILLed; ``up`` starts it again on its port and store; once it has caught up, the next
+    leader. The campaign completes, every episode compared exactly once."""
+    env = stack_env()
+    port, data = free_port(), tmp_path / "aios"
+    log_path = tmp_path / "up.log"
+    log = open(log_path, "wb")  # noqa: ASYNC230 - the stack's logs, for diagnosis
+    up = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aios_rl.cli", "up", "--cluster", "3",
+        "--nats-port", str(port), "--data-dir", str(data),
+        stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
+    )  # fmt: skip
+
+    async def announced() -> str | None:
+        for line in log_path.read_text(errors="replace").splitlines():
+            if "embedded NATS cluster of 3 at nats://127.0.0.1:" in line:
+                return line.split(" at ", 1)[1].split()[0]
+        return None
+
+    try:
+        url = await eventually(announced, within=120, what="the cluster's URL")
+        members = url.split(",")
+        assert len(members) == 3, url
+        admin = await admin_of(data)
+        async with connect(url, name="test-cluster", connect_deadline=30, **admin) as bus:
+            await until_every_service(bus, within=180)
+            stream = bus.names.stream(STREAM_EPISODES)
+            for name in (stream, "KV_ledger", "OBJ_weights"):
+                assert (await bus.js.stream_info(name)).config.num_replicas == 3, name
+            train = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "aios_rl.cli", "shell", "train",
+                "--epochs", "2", "--tasks-per-epoch", "4", "--group-size", "2",
+                "--train-tasks", "8", "--heldout", "2", "--campaign-id", CAMPAIGN,
+                "--nats-url", url, "--credentials", str(data / "auth" / "admin.json"),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
             )  # fmt: skip
-            try:
-                await until_every_service(bus, within=180)
-                stream = bus.names.stream(STREAM_EPISODES)
-                assert (await bus.js.stream_info(stream)).config.num_replicas == 3
-                train = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "aios_rl.cli", "shell", "train",
-                    "--epochs", "2", "--tasks-per-epoch", "4", "--group-size", "2",
-                    "--train-tasks", "8", "--heldout", "2", "--campaign-id", CAMPAIGN,
-                    "--nats-url", url, "--insecure",
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
-                )  # fmt: skip
-                done = asyncio.create_task(train.communicate())
+            done = asyncio.create_task(train.communicate())
 
-                async def episodes_stored(at_least: int) -> int | None:
-                    try:
-                        n = (await bus.js.stream_info(stream)).state.messages
-                    except Exception:
-                        return None
-                    return n if n >= at_least else None
+            async def episodes_stored(at_least: int) -> int | None:
+                try:
+                    n = (await bus.js.stream_info(stream)).state.messages
+                except Exception:
+                    return None
+                return n if n >= at_least else None
 
-                killed = []
-                for _ in range(2):
-                    seen = await eventually(
-                        lambda: episodes_stored(len(killed) * 40 + 10),
-                        within=300,
-                        what="episodes flowing",
-                    )
-                    leader = await eventually(
-                        lambda: _leader(bus, stream), within=60, what="a stream leader"
-                    )
-                    index = int(leader.rsplit("-", 1)[1])
-                    assert not done.done(), "the campaign ended before the kill"
-                    cluster.kill(index)
-                    killed.append((leader, seen))
-                    await eventually(
-                        lambda n=seen + 10: episodes_stored(n),
-                        within=300,
-                        what="episodes after a kill",
-                    )
-                    cluster.restart(index)
-                    await eventually(
-                        lambda: _caught_up(bus, stream, 3), within=120, what="the replicas current"
-                    )
-                out, err = await asyncio.wait_for(done, 900)
-                assert train.returncode == 0, (out.decode()[-3000:], err.decode()[-3000:])
-                records = await Ledger(bus).records(CAMPAIGN)
-                compared: Counter[str] = Counter()
-                async for m in bus.read_stream(stream, bus.names.episode("compared", "shell")):
-                    ep = msgspec.json.decode(m.data, type=Episode)
-                    if ep.campaign_id == CAMPAIGN and ep.role == "rollout":
-                        compared[ep.episode_id] += 1
-                pointers, _ = await CheckpointRegistry(bus).pointers()
-                snap = await CheckpointRegistry(bus).snapshot()
-            finally:
-                up.send_signal(signal.SIGINT)
-                await asyncio.wait_for(up.wait(), 60)
-                log.close()
-    assert len(killed) == 2 and len({k for k, _ in killed}) >= 1, killed
+            killed = []
+            for _ in range(2):
+                seen = await eventually(
+                    lambda: episodes_stored(len(killed) * 40 + 10),
+                    within=300,
+                    what="episodes flowing",
+                )
+                leader = await eventually(
+                    lambda: _leader(bus, stream), within=60, what="a stream leader"
+                )
+                member = members[int(leader.rsplit("-", 1)[1])]
+                node_port = int(member.rsplit(":", 1)[1])
+                assert not done.done(), "the campaign ended before the kill"
+                (pid,) = nats_server_pids(node_port)
+                os.kill(pid, signal.SIGKILL)
+                killed.append((leader, seen))
+                await eventually(
+                    lambda n=seen + 10: episodes_stored(n),
+                    within=300,
+                    what="episodes after a kill",
+                )
+
+                async def restarted(port: int = node_port, old: int = pid) -> set[int] | None:
+                    pids = nats_server_pids(port)
+                    return pids if pids and old not in pids else None
+
+                await eventually(restarted, within=60, what="up starting the node again")
+                await eventually(
+                    lambda: _caught_up(bus, stream, 3), within=120, what="the replicas current"
+                )
+            out, err = await asyncio.wait_for(done, 900)
+            assert train.returncode == 0, (out.decode()[-3000:], err.decode()[-3000:])
+            records = await Ledger(bus).records(CAMPAIGN)
+            compared: Counter[str] = Counter()
+            async for m in bus.read_stream(stream, bus.names.episode("compared", "shell")):
+                ep = msgspec.json.decode(m.data, type=Episode)
+                if ep.campaign_id == CAMPAIGN and ep.role == "rollout":
+                    compared[ep.episode_id] += 1
+            pointers, _ = await CheckpointRegistry(bus).pointers()
+            snap = await CheckpointRegistry(bus).snapshot()
+    finally:
+        up.send_signal(signal.SIGINT)
+        await asyncio.wait_for(up.wait(), 60)
+        log.close()
+    text = log_path.read_text(errors="replace")
+    assert up.returncode == 0 and "embedded NATS stopped" in text
+    assert len(killed) == 2, killed
+    for leader, _ in killed:
+        member = members[int(leader.rsplit("-", 1)[1])]
+        assert f"nats-server at {member} exited with code -9" in text, text[-3000:]
+    assert text.count("is serving again") == 2, text[-3000:]
     assert [r.epoch for r in records] == [0, 1]
     for r in records:
         assert r.received == r.scheduled and r.missing == 0, r
@@ -153,38 +179,6 @@ async def test_a_campaign_survives_losing_the_episode_streams_leader_twice(
         lineage.append(at)
         at = snap.metas[at].parent_id
     assert snap.metas[lineage[-1]].created_by == "init"
-
-
-@pytest.mark.slow
-async def test_up_cluster_runs_three_servers_with_three_replicas(tmp_path: Path) -> None:
-    from aios_rl.stack.natsd import free_port
-
-    from .support import admin_of
-
-    env = {**os.environ, "AIOS_LOG_FORMAT": "json"}
-    env.pop("NATS_URL", None)
-    env.pop("AIOS_NAMESPACE", None)
-    port, data = free_port(), tmp_path / "aios"
-    up = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aios_rl.cli", "up", "--cluster", "3", "--only", "reward",
-        "--nats-port", str(port), "--data-dir", str(data),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
-    )  # fmt: skip
-    try:
-        assert up.stdout is not None
-        first = (await asyncio.wait_for(up.stdout.readline(), 120)).decode()
-        assert "embedded NATS cluster of 3 at nats://127.0.0.1:" in first, first
-        url = first.split(" at ", 1)[1].split()[0]
-        assert len(url.split(",")) == 3
-        admin = await admin_of(data)
-        async with connect(url, name="test-up-cluster", **admin) as bus:
-            await until_every_service(bus, wanted={"reward"})
-            for stream in ("EPISODES", "KV_ledger", "OBJ_weights"):
-                assert (await bus.js.stream_info(stream)).config.num_replicas == 3, stream
-    finally:
-        up.send_signal(signal.SIGINT)
-        out, _ = await asyncio.wait_for(up.communicate(), 60)
-    assert up.returncode == 0 and b"embedded NATS stopped" in out
 
 
 async def test_serve_runs_one_service_against_a_server_elsewhere(
