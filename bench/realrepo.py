@@ -327,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- machine: {machine['cpu']}, {machine['cores']} cores ({machine['cores_usable']} "
         f"usable), {machine['ram_gib']} GiB RAM, {machine['os']}; Python {machine['python']}, "
         f"torch {machine['packages'].get('torch')}",
+        f"- code: {machine.get('code')}",
         f"- load average (1/5/15 min): at the start {machine['load_avg']}, at the end "
         f"{machine['load_avg_end']}",
         f"- whole run: {elapsed / 60:.1f} min",
