@@ -478,3 +478,25 @@ async def test_read_commands_use_the_server_running_on_the_store(tmp_path: Path)
         assert json.loads(out)["pointers"]["active"] == active
         code, out, err = await aios("services", "--json", *nowhere)
         assert code == 0 and json.loads(out) == [], err
+
+
+def test_a_training_commands_json_document(capsys: pytest.CaptureFixture[str]) -> None:
+    from aios_rl.cli._common import print_campaign_json
+
+    print_campaign_json(
+        "c1",
+        "finished",
+        {"epochs": 2},
+        {"checkpoint": "a", "success": 0.1},
+        {"checkpoint": "b", "success": 0.4},
+        [{"epoch": 0}, {"epoch": 1}],
+        12.345,
+        heldout_success_by_epoch={0: 0.2, 1: 0.4},
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc) == [
+        "campaign_id", "end", "spec", "before", "after", "heldout_success_by_epoch", "records",
+        "seconds",
+    ]  # fmt: skip
+    assert doc["before"]["checkpoint"] == "a" and doc["after"]["checkpoint"] == "b"
+    assert doc["heldout_success_by_epoch"] == {"0": 0.2, "1": 0.4} and doc["seconds"] == 12.3

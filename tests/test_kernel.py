@@ -49,7 +49,8 @@ from services.sampler.settings import SamplerSettings
 
 from .support import running
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+ASYNC = pytest.mark.asyncio(loop_scope="module")
+"""The async tests share the module's event loop (and its stack); the sync one needs none."""
 
 ORCHESTRATOR = orchestrator_tasks(6, seed=5, split="heldout")
 SHELL = shell_tasks(4, 11, "heldout", cache=RunCache(default_cache_dir()))
@@ -129,6 +130,7 @@ def jobs_for(checkpoint: str, tag: str) -> list[RolloutJob]:
     ]
 
 
+@ASYNC
 async def test_the_kernel_and_the_stack_make_the_same_episodes(
     stack: tuple[Bus, str, bytes],
 ) -> None:
@@ -164,6 +166,7 @@ async def test_the_kernel_and_the_stack_make_the_same_episodes(
     assert {ep.outcome for ep in in_process.values()} - {"blocked"}, "every episode blocked"
 
 
+@ASYNC
 async def test_a_continuation_replays_its_parent_here_as_on_the_stack(
     stack: tuple[Bus, str, bytes],
 ) -> None:
@@ -204,6 +207,7 @@ async def test_a_continuation_replays_its_parent_here_as_on_the_stack(
     assert (here.outcome, here.env_reward) == (there.outcome, pytest.approx(there.env_reward))
 
 
+@ASYNC
 async def test_an_epoch_is_the_campaigns_plan_and_an_update_moves_the_student() -> None:
     torch.manual_seed(0)
     model = new_student("tiny", seed=4)
@@ -288,6 +292,7 @@ def test_the_kernels_epoch_verdict_is_the_comparisons_rule(
     assert few.verdict().verdict == "same"
 
 
+@ASYNC
 async def test_an_epoch_with_reference_runs_gets_a_verdict() -> None:
     model = new_student("tiny", seed=6)
     policy = LocalPolicy(model, checkpoint_id="cand")

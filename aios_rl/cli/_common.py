@@ -44,6 +44,7 @@ __all__ = [
     "port",
     "positive",
     "positive_float",
+    "print_campaign_json",
     "print_json",
     "provisioned",
     "read_state",
@@ -415,6 +416,33 @@ async def writing(args: argparse.Namespace, name: str) -> AsyncIterator[Bus]:
 def print_json(doc: object) -> None:
     """One JSON document on stdout."""
     sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
+
+
+def print_campaign_json(
+    campaign_id: str,
+    end: str,
+    spec: object,
+    before: dict[str, object],
+    after: dict[str, object],
+    records: object,
+    seconds: float,
+    **extra: object,
+) -> None:
+    """A training command's ``--json`` document: how its campaign ended, the held-out scores
+    before and after (each with its ``checkpoint``), what ``extra`` adds, the epoch records and
+    the wall time."""
+    print_json(
+        {
+            "campaign_id": campaign_id,
+            "end": end,
+            "spec": spec,
+            "before": before,
+            "after": after,
+            **extra,
+            "records": records,
+            "seconds": round(seconds, 1),
+        }
+    )
 
 
 def make_console(args: argparse.Namespace | None = None) -> Console:

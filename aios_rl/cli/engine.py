@@ -34,7 +34,14 @@ from ..state.checkpoints import CheckpointRegistry, UnknownCheckpointError
 from ..state.control import ControlStore
 from ..state.ledger import Ledger
 from . import evaluation
-from ._common import CliError, branching_spec, make_console, print_json, url
+from ._common import (
+    CliError,
+    branching_spec,
+    make_console,
+    print_campaign_json,
+    print_json,
+    url,
+)
 from ._training import (
     IMPORTED,
     apply_teacher,
@@ -398,17 +405,15 @@ async def train_and_report(
         )
     code = 0 if end == "finished" else 1
     if args.json:
-        print_json(
-            {
-                "campaign_id": campaign_id,
-                "end": end,
-                "spec": spec,
-                "before": {"checkpoint": initial, **before.__dict__},
-                "after": {"checkpoint": final, **scores[final].__dict__},
-                "heldout_success_by_epoch": heldout_by_epoch,
-                "records": records,
-                "seconds": round(time.monotonic() - started, 1),
-            }
+        print_campaign_json(
+            campaign_id,
+            end,
+            spec,
+            {"checkpoint": initial, **before.__dict__},
+            {"checkpoint": final, **scores[final].__dict__},
+            records,
+            time.monotonic() - started,
+            heldout_success_by_epoch=heldout_by_epoch,
         )
         return code
     console.print(

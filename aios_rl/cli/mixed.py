@@ -32,6 +32,7 @@ from ._common import (
     json_arg,
     make_console,
     positive,
+    print_campaign_json,
     print_json,
     store_arg,
     training_args,
@@ -237,16 +238,14 @@ def _run_mixed(args: argparse.Namespace) -> int:
             )
         code = 0 if end == "finished" else 1
         if args.json:
-            print_json(
-                {
-                    "campaign_id": campaign_id,
-                    "end": end,
-                    "spec": spec,
-                    "before": {"checkpoint": initial, "environments": _as_dicts(before)},
-                    "after": {"checkpoint": final, "environments": _as_dicts(after)},
-                    "records": records,
-                    "seconds": round(time.monotonic() - started, 1),
-                }
+            print_campaign_json(
+                campaign_id,
+                end,
+                spec,
+                {"checkpoint": initial, "environments": _as_dicts(before)},
+                {"checkpoint": final, "environments": _as_dicts(after)},
+                records,
+                time.monotonic() - started,
             )
             return code
         console.print(epoch_table(records, title=f"campaign {campaign_id} ({end})"))
