@@ -146,6 +146,7 @@ async def test_a_state_outage_in_a_read_command_is_one_line(
     assert len(lines) == 1, err
     assert lines[0].startswith(f"aios-rl {command[0]}: error: ")
     assert "the bucket does not exist" in lines[0]  # the state room's message, not a connect error
+    assert "run a command that writes first" in lines[0]  # and what to do about it
     assert code == 1 and out == ""
 
 

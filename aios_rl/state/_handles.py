@@ -50,6 +50,13 @@ class ErrorKinds(NamedTuple):
 _STREAM_NOT_FOUND = 10059
 """JetStream's error code for a missing stream (a bucket that was never provisioned)."""
 
+_MISSING_BUCKET = (
+    "the bucket does not exist (no aios-rl state on this server yet, or another --namespace): "
+    "run a command that writes first (`aios-rl demo`, `aios-rl train`), or, as the admin, "
+    "`aios-rl auth provision`"
+)
+"""What a read of a bucket that was never provisioned says (the CLI prints it in one line)."""
+
 ROOT_KINDS = ErrorKinds()
 """The room's root classes, for handles that no store owns."""
 
@@ -64,10 +71,10 @@ def translated(what: str, kinds: ErrorKinds = ROOT_KINDS) -> Iterator[None]:
     except nats.js.errors.KeyWrongLastSequenceError:
         raise
     except nats.js.errors.BucketNotFoundError as exc:
-        raise kinds.unavailable(f"{what}: the bucket does not exist: {exc!r}") from exc
+        raise kinds.unavailable(f"{what}: {_MISSING_BUCKET}") from exc
     except nats.js.errors.NotFoundError as exc:
         if exc.err_code == _STREAM_NOT_FOUND:  # the bucket itself: not provisioned
-            raise kinds.unavailable(f"{what}: the bucket does not exist: {exc!r}") from exc
+            raise kinds.unavailable(f"{what}: {_MISSING_BUCKET}") from exc
         raise
     except nats.js.errors.InvalidKeyError as exc:
         raise kinds.invalid_key(f"{what}: not a valid key") from exc
