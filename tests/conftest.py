@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aios_rl.bus import Bus, connect, provision
+from aios_rl.bus import Bus, configure_logging, connect, provision
 from aios_rl.stack.natsd import NatsServer
 from contracts import Names
 
@@ -54,6 +54,13 @@ CONNECTION_VARIABLES = (
     "AIOS_CREDENTIALS",
 )
 """What decides which stack a command talks to, and as whom."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _logging() -> None:
+    """The product's logging (``configure_logging``, readable text) from the first test on, not
+    structlog's defaults: what a test sees of logs, and what logging costs, is what ships."""
+    configure_logging("tests", fmt="console", level="info")
 
 
 @pytest.fixture(scope="session", autouse=True)

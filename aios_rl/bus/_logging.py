@@ -49,7 +49,13 @@ def configure_logging(service: str = "", *, fmt: str = "auto", level: str = "inf
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if use_json
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        else structlog.dev.ConsoleRenderer(
+            colors=sys.stderr.isatty(),
+            # Python's own traceback text, not rich's: rendering runs on the service's event
+            # loop, and rich took 8 s on 2 cores for one exception whose message was 20 KB of
+            # hostile input, time in which the service answered nothing.
+            exception_formatter=structlog.dev.plain_traceback,
+        )
     )
     structlog.configure(
         processors=[
