@@ -497,6 +497,10 @@ _ANY_PROMPT = re.compile(rb"[#$%>] " + _MOVES + rb"$")
 first prompt; each command's output is then read until the shell is quiet, as AgentBench reads
 it."""
 _PS2 = re.compile(rb"(?:\n|\x1b\[\?2004h)> $")
+_DRAIN_S = 15.0
+"""Longest a Ctrl-C waits for the prompt, dropping what the terminal still prints."""
+_DRAIN_QUIET_S = 2.0
+"""Silence after a Ctrl-C that ends that wait (a program that ignores it prints nothing)."""
 
 
 def _echo_of(typed: bytes) -> bytes:
@@ -571,12 +575,13 @@ class Shell:
 
     def _interrupt(self) -> None:
         """Ctrl-C, as a person would; what the terminal still prints until the prompt is
-        dropped (at most a few seconds of it)."""
+        dropped (up to ``_DRAIN_S`` of it: on a loaded machine a flood's tail and the prompt
+        took longer than 3 s, and the next command read the flood)."""
         os.write(self.master, b"\x03")
-        deadline = time.monotonic() + 3.0
+        deadline = time.monotonic() + _DRAIN_S
         tail = b""
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.master], [], [], 0.5)
+            ready, _, _ = select.select([self.master], [], [], _DRAIN_QUIET_S)
             if not ready:
                 return
             try:
