@@ -35,6 +35,7 @@ from aios_rl.envs.shell.verify import (
     RunCache,
     apply_edit,
     check_task,
+    default_cache_dir,
     drop_bad_distractors,
     failing_test_ids,
     run_many,
@@ -445,7 +446,9 @@ def test_real_tests_import_the_task_copy() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_hundred_real_tasks_verify() -> None:
-    tasks = generate_real(100, 0)
+    # The shared run cache (test runs keyed by the files and command they ran): a warm machine
+    # verifies from it; the re-runs below do not use it.
+    tasks = generate_real(100, 0, cache=RunCache(default_cache_dir()))
     assert len({t.task_id for t in tasks}) == 100
     families = collections.Counter(t.family for t in tasks)
     assert len(families) >= 10
