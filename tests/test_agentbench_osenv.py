@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -215,6 +216,21 @@ def test_the_shell_keeps_its_state_and_reads_like_agentbench(machine: Machine) -
     os.write(shell.master, b"\n\n\n")  # prompts the shell prints around the next command
     assert shell.run("echo still") == "still\n"  # only a prompt after its echo ends it
     flood = shell.run("yes", hard_s=3.0)
+    assert flood.startswith("y\ny\n")
+    assert shell.run("echo after the flood").endswith("after the flood\n")
+
+
+def test_ctrl_c_stops_a_command_even_when_this_process_ignores_sigint(machine: Machine) -> None:
+    """Started in the background of a non-interactive shell (as a CI script may start the
+    suite), this process ignores SIGINT and its children would inherit that: the machine's
+    shell must get the default back, or Ctrl-C stops nothing and the next command reads the
+    flood of the last one."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        shell = machine.shell()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    flood = shell.run("yes", hard_s=2.0)
     assert flood.startswith("y\ny\n")
     assert shell.run("echo after the flood").endswith("after the flood\n")
 

@@ -284,6 +284,7 @@ class Machine:
                 stderr=subprocess.PIPE,
                 pass_fds=(write_fd,),
                 start_new_session=True,
+                preexec_fn=_default_signals,
             )
         finally:
             os.close(write_fd)
@@ -445,6 +446,7 @@ class Machine:
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            preexec_fn=_default_signals,
         )
         try:
             out, _ = proc.communicate(stdin.encode() if stdin else None, timeout=timeout)
@@ -466,6 +468,14 @@ class Machine:
         shell = Shell(self)
         self._shells.append(shell)
         return shell
+
+
+def _default_signals() -> None:
+    """In a child before it execs: SIGINT and SIGQUIT back to their defaults. A parent started
+    in the background of a non-interactive shell ignores them, every process inherits that,
+    and bash cannot undo it, so a Ctrl-C typed in the machine's terminal stopped nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -529,6 +539,7 @@ class Shell:
                 stdout=slave,
                 stderr=slave,
                 start_new_session=True,
+                preexec_fn=_default_signals,
             )
         finally:
             os.close(slave)
