@@ -10,7 +10,6 @@ the services name through ``$SRV``, and no service exits."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import re
@@ -37,7 +36,7 @@ from contracts import (
 )
 from contracts.access import access, permissions
 from contracts.subjects import DLQ_REQUESTS, OBJECTS_EVIDENCE, STREAM_DLQ
-from tests.support import next_item, running, stored
+from tests.support import eventually, next_item, running, stored
 from tests.test_bus import act, echo, make_service
 from tests.test_hostile_input import junk
 
@@ -192,13 +191,14 @@ async def test_no_publish_without_a_reply_subject_ends_a_service_of_the_stack(
 
         # Each endpoint's refusals are dead-lettered once its service has handled them.
         seen: set[tuple[str, str]] = set()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(60):
-                while not refused <= seen:
-                    async for _, dl in letters(bus, first, bus.names.dlq(DLQ_REQUESTS)):
-                        seen.add((dl.subject, dl.payload_sha256 or _digest(dl.payload)))
-                    if not refused <= seen:
-                        await asyncio.sleep(0.5)  # a poll period: the stream is read again
+
+        async def all_refused() -> bool | None:
+            async for _, dl in letters(bus, first, bus.names.dlq(DLQ_REQUESTS)):
+                seen.add((dl.subject, dl.payload_sha256 or _digest(dl.payload)))
+            return True if refused <= seen else None
+
+        with contextlib.suppress(TimeoutError):  # what is missing is asserted below
+            await eventually(all_refused, within=60, every=0.5, what="the dead letters")
 
         # The stack still answers, from the same processes: every endpoint (an error reply to a
         # malformed request), every service's status from the instance that was there before.
