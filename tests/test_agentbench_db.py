@@ -6,7 +6,11 @@ nats-server, ``aios-rl agentbench verify``, and AgentBench's own dev split when 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +34,7 @@ from contracts import ActRequest, AgentBenchDbTask, DbTable, Names, RolloutJob
 from services.runner.main import build as build_runner
 from services.runner.main import provision_runner
 
-from .support import agentbench_dev_dir, play
+from .support import agentbench_dev_dir, eventually, play
 from .test_realrepo import run_cli
 from .test_shell_runner import policy_service, run_jobs
 
@@ -123,6 +127,58 @@ def test_the_table_hash_in_mariadb_is_agentbenchs(server: MariaDb) -> None:
         assert ep.execute(table_hash_sql(table)) == expected_hash(table.rows)
     finally:
         ep.close()
+
+
+OWNER = """
+import asyncio, sys
+from pathlib import Path
+from aios_rl.envs.agentbench.mariadb import MariaDb
+
+async def main() -> None:
+    db = MariaDb(root=Path(sys.argv[1]))
+    await asyncio.to_thread(db.start)  # from an executor thread, as the DB host starts it
+    await asyncio.to_thread(lambda: None)  # the loop's executor threads may come and go
+    print(db.proc.pid, flush=True)
+    await asyncio.Event().wait()  # until killed, never closing the server
+
+asyncio.run(main())
+"""
+
+
+def _program(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+
+
+def _state(pid: int) -> str:
+    """The process's state letter; ``X`` (dead) once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
+    except FileNotFoundError:
+        return "X"
+
+
+async def test_a_killed_owner_leaves_no_server_behind(tmp_path: Path) -> None:
+    """A runner (or test) SIGKILLed with its server open orphans no ``mariadbd``: the server is
+    started from a thread that lives as long as it and asks for SIGTERM when its owner dies."""
+    owner = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", OWNER, str(tmp_path / "db"), stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        line = await asyncio.wait_for(owner.stdout.readline(), 90)  # type: ignore[union-attr]
+        pid = int(line)
+        assert _program(pid).endswith(b"mariadbd")
+    finally:
+        owner.kill()
+        await owner.wait()
+
+    async def gone() -> bool | None:
+        return True if _state(pid) in "ZX" else None
+
+    try:
+        await eventually(gone, within=60, what=f"mariadbd {pid} gone after its owner was killed")
+    except TimeoutError:
+        os.kill(pid, signal.SIGKILL)  # not left behind by this test either
+        raise
 
 
 def test_an_episode_sees_only_its_own_database_and_leaves_nothing(server: MariaDb) -> None:

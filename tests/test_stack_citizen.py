@@ -90,7 +90,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import signal, subprocess, sys
-        from aios_rl.stack._proc import die_with_parent
+        from aios_rl.proc import die_with_parent
         child = subprocess.Popen(
             [sys.executable, "-c", "import signal; signal.pause()"],
             start_new_session=True, preexec_fn=die_with_parent(),

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from aios_rl.errors import AiosError
-
-from ._proc import die_with_parent
+from aios_rl.proc import die_with_parent
 
 __all__ = [
     "NatsCluster",

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Protocol, TextIO
 
 from aios_rl.errors import AiosError
+from aios_rl.proc import die_with_parent
 
-from ._proc import die_with_parent
 from .services import SERVICES, ServiceEntry
 
 __all__ = [

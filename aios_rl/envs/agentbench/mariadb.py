@@ -35,6 +35,7 @@ from pathlib import Path
 import pymysql
 
 from aios_rl.errors import AiosError
+from aios_rl.proc import popen_owned
 
 __all__ = [
     "MYSQL_SQL_MODE",
@@ -228,7 +229,9 @@ class MariaDb:
                 raise MariaDbError(
                     "mariadb-install-db failed: " + done.stderr.decode("utf-8", "replace")[-500:]
                 )
-        self.proc = subprocess.Popen(
+        # Started from a thread that lives as long as the server, asking for SIGTERM when this
+        # process dies: a runner or test that ends without close() leaves no server behind.
+        self.proc = popen_owned(
             [
                 server,
                 "--no-defaults",
