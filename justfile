@@ -14,9 +14,9 @@ up *ARGS:
 demo *ARGS:
     {{venv}}/aios-rl demo {{ARGS}}
 
-# The whole test suite (slow end-to-end tests included); `just test -m "not slow"` skips them
+# The whole test suite on two workers (slow end-to-end tests included); `just test -m "not slow"` skips them
 test *ARGS:
-    {{venv}}/python -m pytest {{ARGS}}
+    {{venv}}/python -m pytest -n 2 {{ARGS}}
 
 # Lint and format check
 lint:
