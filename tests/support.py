@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerInfo
 
-from aios_rl.bus import Bus, Service
+from aios_rl.bus import Bus, Service, connect
 
 T = TypeVar("T")
 
@@ -129,6 +132,60 @@ def stack_env() -> dict[str, str]:
     env.pop("NATS_URL", None)
     env.pop("AIOS_NAMESPACE", None)
     return env
+
+
+@dataclass
+class UpStack:
+    """A stack ``aios-rl up`` runs for a test (:func:`up_stack`)."""
+
+    proc: asyncio.subprocess.Process
+    port: int
+    data: Path
+    """The store (``--data-dir``)."""
+    log_path: Path
+    """``up``'s standard output and error, merged: every service's log lines."""
+    admin: dict[str, str]
+    """``connect`` keywords of the stack's admin."""
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def credentials(self) -> Path:
+        """The admin's credentials file, for a command's ``--credentials``."""
+        return self.data / "auth" / "admin.json"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def connect(self, name: str) -> contextlib.AbstractAsyncContextManager[Bus]:
+        """A bus connection as the admin."""
+        return connect(self.url, name=name, connect_deadline=30, **self.admin)
+
+
+@contextlib.asynccontextmanager
+async def up_stack(
+    tmp_path: Path, *flags: str, env: dict[str, str] | None = None
+) -> AsyncIterator[UpStack]:
+    """``aios-rl up *flags`` on a free port and the store ``tmp_path/aios`` (with users, JSON
+    logs merged into ``tmp_path/up.log``); stopped as Ctrl-C stops it (SIGINT, then waited for)
+    when the block ends. ``env``: the process's environment (default :func:`stack_env`)."""
+    from aios_rl.stack.natsd import free_port
+
+    port, data, log_path = free_port(), tmp_path / "aios", tmp_path / "up.log"
+    with open(log_path, "wb") as log:  # noqa: ASYNC230 - opened once, for the child
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "aios_rl.cli", "up", *flags, "--nats-port", str(port),
+            "--data-dir", str(data), stdout=log, stderr=asyncio.subprocess.STDOUT,
+            env=stack_env() if env is None else env,
+        )  # fmt: skip
+    try:
+        yield UpStack(proc, port, data, log_path, await admin_of(data))
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+        await asyncio.wait_for(proc.wait(), 60)
 
 
 async def until_every_service(

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-import signal
 import sys
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from aios_rl.bus import connect
-from aios_rl.stack.natsd import free_port
 from aios_rl.state.ledger import Ledger
 from contracts import Episode
 from contracts.subjects import STREAM_EPISODES
 
-from .support import admin_of, stack_env, until_every_service
+from .support import stack_env, until_every_service, up_stack
 
 CAMPAIGN = "branchy"
 
@@ -29,41 +26,27 @@ CAMPAIGN = "branchy"
 async def test_an_entropy_campaign_branches_replays_prefixes_and_accounts_for_every_step(
     tmp_path: Path,
 ) -> None:
-    port = free_port()
     env = stack_env()
-    log = open(tmp_path / "up.log", "wb")  # noqa: ASYNC230 - the stack's merged logs, for diagnosis
-    data = tmp_path / "aios"
-    up = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aios_rl.cli", "up", "--nats-port", str(port), "--data-dir",
-        str(data), stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
-    )  # fmt: skip
-    url = f"nats://127.0.0.1:{port}"
-    try:
-        admin = await admin_of(data)
-        async with connect(url, name="test-branching", connect_deadline=30, **admin) as bus:
-            await until_every_service(bus)
-            train = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "aios_rl.cli", "shell", "train",
-                "--strategy", "entropy", "--branch-temperature", "1.5",
-                "--epochs", "1", "--tasks-per-epoch", "3", "--group-size", "4",
-                "--train-tasks", "6", "--heldout", "2", "--campaign-id", CAMPAIGN,
-                "--nats-url", url, "--credentials", str(data / "auth" / "admin.json"),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
-            )  # fmt: skip
-            out, err = await asyncio.wait_for(train.communicate(), 600)
-            assert train.returncode == 0, (out.decode()[-3000:], err.decode()[-3000:])
-            (record,) = await Ledger(bus).records(CAMPAIGN)
-            episodes: dict[str, Episode] = {}
-            async for m in bus.read_stream(
-                bus.names.stream(STREAM_EPISODES), bus.names.episode("compared", "shell")
-            ):
-                ep = msgspec.json.decode(m.data, type=Episode)
-                if ep.campaign_id == CAMPAIGN:
-                    episodes[ep.episode_id] = ep
-    finally:
-        up.send_signal(signal.SIGINT)
-        await asyncio.wait_for(up.wait(), 60)
-        log.close()
+    async with up_stack(tmp_path) as up, up.connect("test-branching") as bus:
+        await until_every_service(bus)
+        train = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "aios_rl.cli", "shell", "train",
+            "--strategy", "entropy", "--branch-temperature", "1.5",
+            "--epochs", "1", "--tasks-per-epoch", "3", "--group-size", "4",
+            "--train-tasks", "6", "--heldout", "2", "--campaign-id", CAMPAIGN,
+            "--nats-url", up.url, "--credentials", str(up.credentials),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(train.communicate(), 600)
+        assert train.returncode == 0, (out.decode()[-3000:], err.decode()[-3000:])
+        (record,) = await Ledger(bus).records(CAMPAIGN)
+        episodes: dict[str, Episode] = {}
+        async for m in bus.read_stream(
+            bus.names.stream(STREAM_EPISODES), bus.names.episode("compared", "shell")
+        ):
+            ep = msgspec.json.decode(m.data, type=Episode)
+            if ep.campaign_id == CAMPAIGN:
+                episodes[ep.episode_id] = ep
     text = out.decode()
     rollouts = [e for e in episodes.values() if e.role == "rollout"]
     continuations = [e for e in rollouts if e.branch is not None]

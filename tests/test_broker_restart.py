@@ -17,13 +17,13 @@ import msgspec
 import pytest
 
 from aios_rl.bus import connect
-from aios_rl.stack.natsd import NatsServer, free_port
+from aios_rl.stack.natsd import NatsServer
 from aios_rl.stack.supervisor import Supervisor
 from aios_rl.state.ledger import Ledger
 from contracts import Episode
 from contracts.subjects import STREAM_EPISODES
 
-from .support import admin_of, eventually, nats_server_pids, stack_env, until_every_service
+from .support import eventually, nats_server_pids, stack_env, until_every_service, up_stack
 
 CAMPAIGN = "broker-killed"
 
@@ -74,26 +74,17 @@ async def test_killing_the_broker_under_up_mid_campaign_loses_nothing(tmp_path: 
     campaign finishes, every scheduled episode is compared exactly once. (One node of
     ``up --cluster 3``, twice: ``test_cluster``.)"""
     env = stack_env()
-    port, data = free_port(), tmp_path / "aios"
-    log_path = tmp_path / "up.log"
-    log = open(log_path, "wb")  # noqa: ASYNC230 - the stack's merged logs, for diagnosis
-    up = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aios_rl.cli", "up", "--nats-port", str(port), "--data-dir",
-        str(data), stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
-    )  # fmt: skip
-
-    url = f"nats://127.0.0.1:{port}"
     train = None
-    try:
-        admin = await admin_of(data)
-        async with connect(url, name="test-broker-killed", connect_deadline=30, **admin) as bus:
+    async with up_stack(tmp_path) as up, up.connect("test-broker-killed") as bus:
+        port, url = up.port, up.url
+        try:
             await until_every_service(bus)
             stream = bus.names.stream(STREAM_EPISODES)
             train = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "aios_rl.cli", "shell", "train",
                 "--epochs", "1", "--tasks-per-epoch", "4", "--group-size", "2",
                 "--train-tasks", "4", "--heldout", "2", "--campaign-id", CAMPAIGN,
-                "--nats-url", url, "--credentials", str(data / "auth" / "admin.json"),
+                "--nats-url", url, "--credentials", str(up.credentials),
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
             )  # fmt: skip
             done = asyncio.create_task(train.communicate())
@@ -126,13 +117,10 @@ async def test_killing_the_broker_under_up_mid_campaign_loses_nothing(tmp_path: 
                 ep = msgspec.json.decode(m.data, type=Episode)
                 if ep.campaign_id == CAMPAIGN and ep.role == "rollout":
                     stored[ep.episode_id] += 1
-    finally:
-        if train is not None and train.returncode is None:
-            train.kill()
-        up.send_signal(signal.SIGINT)
-        await asyncio.wait_for(up.wait(), 60)
-        log.close()
-    text = log_path.read_text(errors="replace")
+        finally:
+            if train is not None and train.returncode is None:
+                train.kill()
+    text = up.log()
     assert f"{url} exited with code -9" in text, text[-3000:]
     assert f"{url} is serving again" in text, text[-3000:]
     assert "embedded NATS stopped" in text
@@ -142,4 +130,4 @@ async def test_killing_the_broker_under_up_mid_campaign_loses_nothing(tmp_path: 
     rollouts = sum(s.episodes for s in record.per_env.values())
     assert len(stored) == rollouts  # none lost
     assert set(stored.values()) == {1}, stored  # none twice
-    assert up.returncode == 0
+    assert up.proc.returncode == 0

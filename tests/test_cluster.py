@@ -17,13 +17,13 @@ import msgspec
 import pytest
 
 from aios_rl.bus import Bus, connect, jetstream_ready, provision
-from aios_rl.stack.natsd import NatsCluster, free_port
+from aios_rl.stack.natsd import NatsCluster
 from aios_rl.state.checkpoints import CheckpointRegistry
 from aios_rl.state.ledger import Ledger
 from contracts import Episode, Names
 from contracts.subjects import STREAM_EPISODES
 
-from .support import admin_of, eventually, nats_server_pids, stack_env, until_every_service
+from .support import eventually, nats_server_pids, stack_env, until_every_service, up_stack
 
 CAMPAIGN = "clustered"
 
@@ -73,27 +73,18 @@ async def test_a_campaign_survives_losing_the_episode_streams_leader_twice(
     SIGKILLed; ``up`` starts it again on its port and store; once it has caught up, the next
     leader. The campaign completes, every episode compared exactly once."""
     env = stack_env()
-    port, data = free_port(), tmp_path / "aios"
-    log_path = tmp_path / "up.log"
-    log = open(log_path, "wb")  # noqa: ASYNC230 - the stack's logs, for diagnosis
-    up = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aios_rl.cli", "up", "--cluster", "3",
-        "--nats-port", str(port), "--data-dir", str(data),
-        stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
-    )  # fmt: skip
+    async with up_stack(tmp_path, "--cluster", "3", env=env) as up:
 
-    async def announced() -> str | None:
-        for line in log_path.read_text(errors="replace").splitlines():
-            if "embedded NATS cluster of 3 at nats://127.0.0.1:" in line:
-                return line.split(" at ", 1)[1].split()[0]
-        return None
+        async def announced() -> str | None:
+            for line in up.log().splitlines():
+                if "embedded NATS cluster of 3 at nats://127.0.0.1:" in line:
+                    return line.split(" at ", 1)[1].split()[0]
+            return None
 
-    try:
         url = await eventually(announced, within=120, what="the cluster's URL")
         members = url.split(",")
         assert len(members) == 3, url
-        admin = await admin_of(data)
-        async with connect(url, name="test-cluster", connect_deadline=30, **admin) as bus:
+        async with connect(url, name="test-cluster", connect_deadline=30, **up.admin) as bus:
             await until_every_service(bus, within=180)
             stream = bus.names.stream(STREAM_EPISODES)
             for name in (stream, "KV_ledger", "OBJ_weights"):
@@ -102,7 +93,7 @@ async def test_a_campaign_survives_losing_the_episode_streams_leader_twice(
                 sys.executable, "-m", "aios_rl.cli", "shell", "train",
                 "--epochs", "2", "--tasks-per-epoch", "4", "--group-size", "2",
                 "--train-tasks", "8", "--heldout", "2", "--campaign-id", CAMPAIGN,
-                "--nats-url", url, "--credentials", str(data / "auth" / "admin.json"),
+                "--nats-url", url, "--credentials", str(up.credentials),
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
             )  # fmt: skip
             done = asyncio.create_task(train.communicate())
@@ -154,12 +145,8 @@ async def test_a_campaign_survives_losing_the_episode_streams_leader_twice(
                     compared[ep.episode_id] += 1
             pointers, _ = await CheckpointRegistry(bus).pointers()
             snap = await CheckpointRegistry(bus).snapshot()
-    finally:
-        up.send_signal(signal.SIGINT)
-        await asyncio.wait_for(up.wait(), 60)
-        log.close()
-    text = log_path.read_text(errors="replace")
-    assert up.returncode == 0 and "embedded NATS stopped" in text
+    text = up.log()
+    assert up.proc.returncode == 0 and "embedded NATS stopped" in text
     assert len(killed) == 2, killed
     for leader, _ in killed:
         member = members[int(leader.rsplit("-", 1)[1])]

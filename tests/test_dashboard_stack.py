@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
 from pathlib import Path
 
 import pytest
 
-from aios_rl.bus import connect
 from aios_rl.bus._discovery import gather
-from aios_rl.stack.natsd import free_port
 from aios_rl.state.checkpoints import CheckpointRegistry
 from contracts.codec import registered
 
-from .support import admin_of, stack_env, until_every_service
+from .support import stack_env, until_every_service, up_stack
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -32,93 +29,79 @@ CAMPAIGN = "dash-live"
 async def test_the_page_follows_a_campaign_on_the_real_stack(tmp_path: Path) -> None:
     from playwright.async_api import async_playwright
 
-    port = free_port()
     env = stack_env()
-    log = open(tmp_path / "up.log", "wb")  # noqa: ASYNC230 - the stack's merged logs, for diagnosis
-    data = tmp_path / "aios"
-    up = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aios_rl.cli", "up", "--nats-port", str(port), "--data-dir",
-        str(data), stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
-    )  # fmt: skip
-    url = f"nats://127.0.0.1:{port}"
-    try:
-        admin = await admin_of(data)
-        async with connect(url, name="test-dashboard-stack", connect_deadline=30, **admin) as bus:
-            views = await until_every_service(bus)
-            (page_url,) = [v.metadata["url"] for v in views if v.name == "dashboard"]
-            # Every endpoint of every service names its contracts, and they exist.
-            known = set(registered())
-            for info in await gather(bus.nc, "$SRV.INFO"):
-                eps = info.get("endpoints") or []
-                names = [ep["name"] for ep in eps]
-                assert len(names) == len(set(names)), (info["name"], names)
-                for ep in eps:
-                    md = ep.get("metadata") or {}
-                    assert md.get("response_schema") in known, (info["name"], ep)
-                    assert md.get("request_schema") in known | {""}, (info["name"], ep)
-                    assert md["request_schema"] or ep["name"] == "status", (info["name"], ep)
-            async with async_playwright() as pw:
-                browser = await pw.chromium.launch(
-                    executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+    async with up_stack(tmp_path) as up, up.connect("test-dashboard-stack") as bus:
+        views = await until_every_service(bus)
+        (page_url,) = [v.metadata["url"] for v in views if v.name == "dashboard"]
+        # Every endpoint of every service names its contracts, and they exist.
+        known = set(registered())
+        for info in await gather(bus.nc, "$SRV.INFO"):
+            eps = info.get("endpoints") or []
+            names = [ep["name"] for ep in eps]
+            assert len(names) == len(set(names)), (info["name"], names)
+            for ep in eps:
+                md = ep.get("metadata") or {}
+                assert md.get("response_schema") in known, (info["name"], ep)
+                assert md.get("request_schema") in known | {""}, (info["name"], ep)
+                assert md["request_schema"] or ep["name"] == "status", (info["name"], ep)
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(
+                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+            )
+            page = await browser.new_page(viewport={"width": 1400, "height": 1100})
+            await page.goto(page_url)
+            await page.locator('[data-testid="services"] td', has_text="sampler").first.wait_for(
+                timeout=30_000
+            )
+            await page.evaluate("window.loadedOnce = true")
+            train = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "aios_rl.cli", "shell", "train",
+                "--epochs", "2", "--tasks-per-epoch", "3", "--group-size", "2",
+                "--train-tasks", "6", "--heldout", "3", "--campaign-id", CAMPAIGN,
+                "--nats-url", up.url, "--credentials", str(up.credentials),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+            )  # fmt: skip
+            done = asyncio.create_task(train.communicate())
+            campaign = page.locator(f'[data-testid="campaign"][data-campaign="{CAMPAIGN}"]')
+            for epoch in (0, 1):
+                finished = campaign.locator(
+                    f'[data-testid="epoch-row"][data-epoch="{epoch}"]', has_text="done"
                 )
-                page = await browser.new_page(viewport={"width": 1400, "height": 1100})
-                await page.goto(page_url)
-                await page.locator(
-                    '[data-testid="services"] td', has_text="sampler"
-                ).first.wait_for(timeout=30_000)
-                await page.evaluate("window.loadedOnce = true")
-                train = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "aios_rl.cli", "shell", "train",
-                    "--epochs", "2", "--tasks-per-epoch", "3", "--group-size", "2",
-                    "--train-tasks", "6", "--heldout", "3", "--campaign-id", CAMPAIGN,
-                    "--nats-url", url, "--credentials", str(data / "auth" / "admin.json"),
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
-                )  # fmt: skip
-                done = asyncio.create_task(train.communicate())
-                campaign = page.locator(f'[data-testid="campaign"][data-campaign="{CAMPAIGN}"]')
-                for epoch in (0, 1):
-                    finished = campaign.locator(
-                        f'[data-testid="epoch-row"][data-epoch="{epoch}"]', has_text="done"
-                    )
-                    await finished.wait_for(timeout=600_000)
-                out, err = await asyncio.wait_for(done, 600)
-                assert train.returncode == 0, (out.decode()[-3000:], err.decode()[-3000:])
-                assert await page.evaluate("window.loadedOnce === true")  # never reloaded
-                pointers, _ = await CheckpointRegistry(bus).pointers()
-                for name in ("active", "pre_update_ref", "last_stable"):
-                    cid = getattr(pointers, name)
-                    assert cid, (name, pointers)
-                    node = page.locator(f'[data-testid="checkpoint"][data-id="{cid}"]')
-                    await node.wait_for(timeout=30_000)
-                    await page.wait_for_function(
-                        "([id, name]) => document.querySelector("
-                        '`[data-testid=checkpoint][data-id="${id}"]`)'
-                        "?.dataset.markers.split(' ').includes(name)",
-                        arg=[cid, name],
-                        timeout=30_000,
-                    )
-                # The held-out scores the command stored arrive too.
-                await (
-                    campaign.locator('[data-testid="epoch-row"][data-epoch="1"] td.num')
-                    .nth(4)
-                    .filter(has_text="%")
-                    .wait_for(timeout=30_000)
+                await finished.wait_for(timeout=600_000)
+            out, err = await asyncio.wait_for(done, 600)
+            assert train.returncode == 0, (out.decode()[-3000:], err.decode()[-3000:])
+            assert await page.evaluate("window.loadedOnce === true")  # never reloaded
+            pointers, _ = await CheckpointRegistry(bus).pointers()
+            for name in ("active", "pre_update_ref", "last_stable"):
+                cid = getattr(pointers, name)
+                assert cid, (name, pointers)
+                node = page.locator(f'[data-testid="checkpoint"][data-id="{cid}"]')
+                await node.wait_for(timeout=30_000)
+                await page.wait_for_function(
+                    "([id, name]) => document.querySelector("
+                    '`[data-testid=checkpoint][data-id="${id}"]`)'
+                    "?.dataset.markers.split(' ').includes(name)",
+                    arg=[cid, name],
+                    timeout=30_000,
                 )
-                await _shot(page, "dashboard.png", tmp_path)
-                row = page.locator('[data-testid="episode-row"]').first
-                await row.wait_for(timeout=30_000)
-                await row.click()
-                detail = page.locator('[data-testid="episode-detail"]')
-                await detail.locator('[data-testid="step"]').first.wait_for(timeout=30_000)
-                text = await detail.inner_text()
-                assert "step 0" in text and "log-prob" in text
-                assert "comparison:" in text and "teacher:" in text
-                await _shot(page.locator("#detail-box"), "dashboard-episode.png", tmp_path)
-                await browser.close()
-    finally:
-        up.send_signal(signal.SIGINT)
-        await asyncio.wait_for(up.wait(), 60)
-        log.close()
+            # The held-out scores the command stored arrive too.
+            await (
+                campaign.locator('[data-testid="epoch-row"][data-epoch="1"] td.num')
+                .nth(4)
+                .filter(has_text="%")
+                .wait_for(timeout=30_000)
+            )
+            await _shot(page, "dashboard.png", tmp_path)
+            row = page.locator('[data-testid="episode-row"]').first
+            await row.wait_for(timeout=30_000)
+            await row.click()
+            detail = page.locator('[data-testid="episode-detail"]')
+            await detail.locator('[data-testid="step"]').first.wait_for(timeout=30_000)
+            text = await detail.inner_text()
+            assert "step 0" in text and "log-prob" in text
+            assert "comparison:" in text and "teacher:" in text
+            await _shot(page.locator("#detail-box"), "dashboard-episode.png", tmp_path)
+            await browser.close()
 
 
 async def _shot(target: object, name: str, tmp: Path) -> None:

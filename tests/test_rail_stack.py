@@ -9,18 +9,16 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from aios_rl.bus import Bus, connect, discover
+from aios_rl.bus import Bus, discover
 from aios_rl.envs.shell.generate import generate as generate_shell
 from aios_rl.envs.shell.store import ShellTaskStore
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.stack import SERVICES
-from aios_rl.stack.natsd import free_port
 from aios_rl.state.control import ControlStore
 from aios_rl.state.ledger import Ledger
 from contracts import (
@@ -36,7 +34,7 @@ from contracts import (
 from contracts.rail import RailSettings, RailTrace
 from contracts.subjects import STREAM_RAIL
 
-from .support import admin_of, eventually
+from .support import eventually, up_stack
 
 CAMPAIGN = "railway"
 
@@ -60,17 +58,6 @@ async def _rail(bus: Bus) -> RailState | None:
 async def test_a_rail_campaign_goes_live_and_survives_a_killed_rail_service(
     tmp_path: Path,
 ) -> None:
-    port = free_port()
-    env = {**os.environ, "AIOS_LOG_FORMAT": "json"}
-    env.pop("NATS_URL", None)
-    env.pop("AIOS_NAMESPACE", None)
-    log = open(tmp_path / "up.log", "wb")  # noqa: ASYNC230 - the stack's merged logs, for diagnosis
-    data = tmp_path / "aios"
-    up = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aios_rl.cli", "up", "--nats-port", str(port), "--data-dir",
-        str(data), stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
-    )  # fmt: skip
-    url = f"nats://127.0.0.1:{port}"
     spec = CampaignSpec(
         campaign_id=CAMPAIGN,
         environments={"shell": 1.0},
@@ -89,65 +76,57 @@ async def test_a_rail_campaign_goes_live_and_survives_a_killed_rail_service(
         trainer=TrainerSettings(learning_rate=1e-2, seed=0),
     )
     killed: dict[str, object] = {}
-    try:
-        admin = await admin_of(data)
-        async with connect(url, name="test-rail", connect_deadline=30, **admin) as bus:
-            wanted = {s.name for s in SERVICES if s.replicas > 0}
+    async with up_stack(tmp_path) as up, up.connect("test-rail") as bus:
+        wanted = {s.name for s in SERVICES if s.replicas > 0}
 
-            async def all_up() -> bool | None:
-                names = {v.name for v in await discover(bus.nc, namespace="", window=0.2)}
-                return wanted <= names or None
+        async def all_up() -> bool | None:
+            names = {v.name for v in await discover(bus.nc, namespace="", window=0.2)}
+            return wanted <= names or None
 
-            await eventually(all_up, within=120, every=0.1, what="every service running")
-            tasks = await asyncio.to_thread(
-                generate_shell, 8, 0, "train", cache=RunCache(default_cache_dir())
-            )
-            await ShellTaskStore(bus).put_all(tasks)
-            finished = asyncio.Event()
+        await eventually(all_up, within=120, every=0.1, what="every service running")
+        tasks = await asyncio.to_thread(
+            generate_shell, 8, 0, "train", cache=RunCache(default_cache_dir())
+        )
+        await ShellTaskStore(bus).put_all(tasks)
+        finished = asyncio.Event()
 
-            async def on_event(msg, raw) -> None:
-                if isinstance(msg, CampaignEvent) and msg.campaign_id == CAMPAIGN:
-                    if msg.kind in ("finished", "failed"):
-                        killed["end"] = msg.kind
-                        finished.set()
+        async def on_event(msg, raw) -> None:
+            if isinstance(msg, CampaignEvent) and msg.campaign_id == CAMPAIGN:
+                if msg.kind in ("finished", "failed"):
+                    killed["end"] = msg.kind
+                    finished.set()
 
-            await bus.subscribe(bus.names.campaign_event(">"), on_event)
-            await bus.request(
-                bus.names.campaign_cmd("start"),
-                StartCampaign(spec=spec),
-                CampaignStatus,
-                timeout=30,
-            )
+        await bus.subscribe(bus.names.campaign_event(">"), on_event)
+        await bus.request(
+            bus.names.campaign_cmd("start"),
+            StartCampaign(spec=spec),
+            CampaignStatus,
+            timeout=30,
+        )
 
-            async def fitted() -> RailState | None:
-                s = await _rail(bus)
-                return s if s is not None and s.scorer_version >= 1 else None
+        async def fitted() -> RailState | None:
+            s = await _rail(bus)
+            return s if s is not None and s.scorer_version >= 1 else None
 
-            before = await eventually(fitted, within=400, every=0.5, what="a first scorer fit")
-            os.kill(await _pid(bus, "rail"), signal.SIGKILL)
-            killed["version"] = before.scorer_version
-            await asyncio.wait_for(finished.wait(), 900)
-            records = await Ledger(bus).records(CAMPAIGN)
-            traces = [
-                msgspec.json.decode(m.data, type=RailTrace)
-                async for m in bus.read_stream(
-                    bus.names.stream(STREAM_RAIL), bus.names.rail_trace()
-                )
-            ]
-            mine = {t.decision_id: t for t in traces if t.campaign_id == CAMPAIGN}
+        before = await eventually(fitted, within=400, every=0.5, what="a first scorer fit")
+        os.kill(await _pid(bus, "rail"), signal.SIGKILL)
+        killed["version"] = before.scorer_version
+        await asyncio.wait_for(finished.wait(), 900)
+        records = await Ledger(bus).records(CAMPAIGN)
+        traces = [
+            msgspec.json.decode(m.data, type=RailTrace)
+            async for m in bus.read_stream(bus.names.stream(STREAM_RAIL), bus.names.rail_trace())
+        ]
+        mine = {t.decision_id: t for t in traces if t.campaign_id == CAMPAIGN}
 
-            async def learned_all() -> RailState | None:
-                # The last epoch's traces go out as the campaign ends: the rail service may
-                # still be learning from them.
-                s = await _rail(bus)
-                return s if s is not None and s.traces_seen >= len(mine) else None
+        async def learned_all() -> RailState | None:
+            # The last epoch's traces go out as the campaign ends: the rail service may
+            # still be learning from them.
+            s = await _rail(bus)
+            return s if s is not None and s.traces_seen >= len(mine) else None
 
-            state = await eventually(learned_all, within=60, every=0.2, what="every trace learned")
-    finally:
-        up.send_signal(signal.SIGINT)
-        await asyncio.wait_for(up.wait(), 60)
-        log.close()
-    text = (tmp_path / "up.log").read_text(errors="replace")
+        state = await eventually(learned_all, within=60, every=0.2, what="every trace learned")
+    text = up.log()
     assert killed["end"] == "finished", text[-3000:]
     assert "rail.1 exited with code -9" in text and "rail_restored" in text
     assert state is not None and len(records) == spec.epochs
