@@ -9,7 +9,7 @@ whether the campaign finished (stalled otherwise), and per kill the seconds unti
 episode came out compared (recovery).
 
     .venv/bin/python bench/chaos.py            # 40 epochs, 14 kills 2-4 s apart (~2 min)
-    .venv/bin/python bench/chaos.py --quick    # 12 epochs, 5 kills (~1 min)
+    .venv/bin/python bench/chaos.py --quick    # 6 epochs, 3 kills (~40 s)
     .venv/bin/python bench/chaos.py --cluster  # the same on a local 3-node JetStream cluster
                                                # (bench/results/chaos-cluster.{md,json})
 
@@ -88,7 +88,7 @@ class Settings:
 
 
 FULL = Settings(epochs=40, kills=14)
-QUICK = Settings(epochs=12, kills=5)
+QUICK = Settings(epochs=6, kills=3)
 VICTIMS = [s.name for s in SERVICES if s.replicas > 0] + ["nats-server"]
 
 
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--cluster", action="store_true")
     known, rest = pre.parse_known_args(argv)
     name = "chaos-cluster" if known.cluster else "chaos"
-    _, s, out = _common.bench_args(name, __doc__, "~1.5 min", full=FULL, quick=QUICK, argv=rest)
+    _, s, out = _common.bench_args(name, __doc__, "~40 s", full=FULL, quick=QUICK, argv=rest)
     if known.cluster:
         s = dataclasses.replace(s, cluster=3)
     console = Console()

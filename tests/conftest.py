@@ -94,3 +94,32 @@ def _connection_settings_unchanged(_suite_store: Path) -> Iterator[None]:
             os.environ[name] = before[name]  # type: ignore[assignment]
     if changed:
         pytest.fail(f"the test left {', '.join(changed)} changed in the environment")
+
+
+LONGEST_FIRST = (
+    "test_bench_harnesses.py",
+    "test_cli.py",
+    "test_browser_env.py",
+    "test_realrepo.py",
+    "test_mixed.py",
+    "test_cluster.py",
+    "test_shell_tasks.py",
+    "test_restart.py",
+    "test_rail_stack.py",
+    "test_miniwob.py",
+    "test_dashboard_stack.py",
+    "test_agentbench_osenv.py",
+)
+"""The test files that take longest (a suite run's ``--durations`` summed per file, 12-03, on
+two workers), longest first."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files run first. On two workers (``-n 2 --dist loadfile``) files are handed
+    out in collection order as workers free up (``--no-loadscope-reorder``: xdist would put the
+    files with the most tests first, the unit tests), so a long file collected late ran alone at
+    the end while the other worker idled (longest-processing-time-first scheduling). The order only
+    moves whole files; within a file tests keep their order. Applies to one-process runs too
+    (harmless: every test is independent of the order)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

@@ -207,10 +207,13 @@ def test_the_shell_keeps_its_state_and_reads_like_agentbench(machine: Machine) -
     assert shell.run("useradd -m -s /bin/bash erin; su - erin") == ""  # a login shell, prompted
     assert shell.run("whoami; pwd") == "erin\n/home/erin\n"
     shell.run("exit")
-    shell.idle_timeout_s = 0.5
+    idle, shell.idle_timeout_s = shell.idle_timeout_s, 0.5
     started = time.monotonic()
     assert shell.run("cat") == ""  # waits for input: left after the shell is quiet
     assert time.monotonic() - started < 5
+    # Back to the default for what follows: half a second of silence is also what a loaded
+    # machine's shell can take to echo a line (the next command then read as nothing).
+    shell.idle_timeout_s = idle
     shell.run("\x04")  # end of input for cat
     assert shell.run("echo back") == "back\n"
     os.write(shell.master, b"\n\n\n")  # prompts the shell prints around the next command

@@ -68,6 +68,9 @@ def parse(*argv: str) -> argparse.Namespace:
 
 async def aios(*args: str, env: dict[str, str] | None = None, timeout: float = 60.0):  # type: ignore[no-untyped-def]
     full = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "AIOS_NAMESPACE")}
+    # Tables as wide as they need: at the default 80 columns a wide cell (a slow run's times)
+    # squeezes the decision column to "…".
+    full["COLUMNS"] = "220"
     full.update(env or {})
     proc = await asyncio.create_subprocess_exec(
         *AIOS,
