@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import importlib.metadata
 import json
@@ -369,9 +370,35 @@ def bench_args(
         help="markdown results path; the JSON goes beside it with a .json suffix "
         f"(default bench/results/{name}.md, or {name}-quick.md with --quick)",
     )
+    if dataclasses.is_dataclass(full) and any(f.name == "seeds" for f in dataclasses.fields(full)):
+        parser.add_argument(
+            "--seeds",
+            type=_seed_list,
+            default=None,
+            help="comma-separated seeds instead of the settings' (e.g. 0 or 0,1: one seed of a "
+            "long run to set beside the committed one); the default results path gains a "
+            "-seeds-<list> suffix",
+        )
     args = parser.parse_args(argv)
+    settings = quick if args.quick else full
     stem = f"{name}-quick" if args.quick else name
-    return args, quick if args.quick else full, args.out or BENCH_DIR / "results" / f"{stem}.md"
+    if getattr(args, "seeds", None) is not None:
+        settings = dataclasses.replace(settings, seeds=args.seeds)  # type: ignore[type-var]
+        stem += "-seeds-" + "-".join(str(x) for x in args.seeds)
+    return args, settings, args.out or BENCH_DIR / "results" / f"{stem}.md"
+
+
+def _seed_list(text: str) -> tuple[int, ...]:
+    """``0,1,2`` -> ``(0, 1, 2)``; argparse reports the ValueError as a one-line usage error."""
+    try:
+        seeds = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}"
+        ) from None
+    if len(set(seeds)) != len(seeds) or any(x < 0 for x in seeds):
+        raise argparse.ArgumentTypeError(f"seeds must be distinct and not negative: {text!r}")
+    return seeds
 
 
 def run(
