@@ -821,10 +821,10 @@ def test_load_settings_bad_value_exits_2_with_one_line(
     assert mentions in lines[0]
 
 
-async def test_a_background_task_that_swallows_cancellation_cannot_hang_shutdown(
+async def test_a_background_task_that_swallows_cancellation_is_cancelled_again_until_it_ends(
     bus: Bus, names: Names
 ) -> None:
-    svc = make_service(bus, "stubborn", shutdown_grace_s=0.5)
+    svc = make_service(bus, "stubborn", shutdown_grace_s=30)  # time enough on any machine
     started = asyncio.Event()
     ignored = 0
 
@@ -836,7 +836,7 @@ async def test_a_background_task_that_swallows_cancellation_cannot_hang_shutdown
                 await asyncio.Event().wait()
             except asyncio.CancelledError:
                 ignored += 1
-        await asyncio.Event().wait()
+        await asyncio.Event().wait()  # the fourth cancellation ends it
 
     svc.task(stubborn)
     task = asyncio.create_task(svc.run(install_signal_handlers=False))
@@ -844,6 +844,34 @@ async def test_a_background_task_that_swallows_cancellation_cannot_hang_shutdown
     svc.stop()
     await asyncio.wait_for(task, 10)
     assert ignored == 3
+
+
+async def test_a_background_task_that_swallows_cancellation_cannot_hang_shutdown(
+    bus: Bus, names: Names
+) -> None:
+    svc = make_service(bus, "deaf", shutdown_grace_s=0.5)
+    started = asyncio.Event()
+    ignored, deafened = 0, True
+
+    async def deaf() -> None:
+        nonlocal ignored
+        started.set()
+        while deafened:  # every cancellation swallowed, for as long as the test wants
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                ignored += 1
+
+    svc.task(deaf)
+    task = asyncio.create_task(svc.run(install_signal_handlers=False))
+    await asyncio.wait_for(started.wait(), 10)
+    svc.stop()
+    await asyncio.wait_for(task, 10)  # stopped after its grace, the task left running
+    (left,) = [t for t in asyncio.all_tasks() if t.get_name() == "deaf"]
+    assert ignored >= 1 and not left.done()
+    deafened = False  # the test's own clean-up: the next cancellation ends it
+    left.cancel()
+    await asyncio.wait_for(left, 5)
 
 
 async def test_a_failing_background_task_stops_the_service_and_raises(
