@@ -116,6 +116,32 @@ async def test_publish_durable_without_a_stream_is_a_bus_error(bus: Bus, names: 
         await bus.publish_durable(names.policy_act(), act(), timeout=2.0)
 
 
+async def test_publish_durable_waits_out_a_stream_without_a_leader(bus: Bus, names: Names) -> None:
+    """A clustered stream electing a new leader answers 503 (or nothing) for a few seconds and
+    stores nothing: the publish is tried again until a stream takes it, within its timeout."""
+    subject = "leaderless.x"
+    refused: list[int] = []
+    two_refused = asyncio.Event()
+
+    async def electing(msg: Any) -> None:
+        refused.append(1)
+        await msg.respond(json.dumps({"error": {"code": 503, "description": "no leader"}}).encode())
+        if len(refused) == 2:
+            two_refused.set()
+
+    sub = await bus.nc.subscribe(subject, cb=electing)
+    publishing = asyncio.create_task(bus.publish_durable(subject, act(), timeout=10.0))
+    await asyncio.wait_for(two_refused.wait(), 5)
+    await sub.unsubscribe()
+    await bus.js.add_stream(name="LEADERLESS", subjects=[subject])
+    try:
+        assert await asyncio.wait_for(publishing, 10) == 1
+        assert len(refused) >= 2
+        assert (await bus.js.stream_info("LEADERLESS")).state.messages == 1
+    finally:
+        await bus.js.delete_stream("LEADERLESS")
+
+
 async def test_request_reply_round_trip(bus: Bus, names: Names) -> None:
     svc = make_service(bus)
     svc.endpoint("act", names.policy_act(), ActRequest, echo)

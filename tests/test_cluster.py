@@ -65,6 +65,7 @@ async def test_provisioning_sets_and_keeps_the_replicas(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 async def test_a_campaign_survives_losing_the_episode_streams_leader_twice(
     tmp_path: Path,
 ) -> None:
@@ -105,37 +106,50 @@ async def test_a_campaign_survives_losing_the_episode_streams_leader_twice(
                     return None
                 return n if n >= at_least else None
 
-            killed = []
-            for _ in range(2):
-                seen = await eventually(
-                    lambda: episodes_stored(len(killed) * 40 + 10),
-                    within=300,
-                    what="episodes flowing",
-                )
-                leader = await eventually(
-                    lambda: _leader(bus, stream), within=60, what="a stream leader"
-                )
-                member = members[int(leader.rsplit("-", 1)[1])]
-                node_port = int(member.rsplit(":", 1)[1])
-                assert not done.done(), "the campaign ended before the kill"
-                (pid,) = nats_server_pids(node_port)
-                os.kill(pid, signal.SIGKILL)
-                killed.append((leader, seen))
-                await eventually(
-                    lambda n=seen + 10: episodes_stored(n),
-                    within=300,
-                    what="episodes after a kill",
-                )
+            killed: list[tuple[str, int]] = []
+            stage = "episodes flowing"
+            try:
+                async with asyncio.timeout(420):  # inside the test's own limit, with the log
+                    for _ in range(2):
+                        stage = f"episodes flowing before kill {len(killed) + 1}"
+                        seen = await eventually(
+                            lambda: episodes_stored(len(killed) * 40 + 10), within=420
+                        )
+                        stage = "a stream leader"
+                        leader = await eventually(lambda: _leader(bus, stream), within=420)
+                        member = members[int(leader.rsplit("-", 1)[1])]
+                        node_port = int(member.rsplit(":", 1)[1])
+                        assert not done.done(), "the campaign ended before the kill"
+                        (pid,) = nats_server_pids(node_port)
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append((leader, seen))
 
-                async def restarted(port: int = node_port, old: int = pid) -> set[int] | None:
-                    pids = nats_server_pids(port)
-                    return pids if pids and old not in pids else None
+                        async def progressed(n: int = seen + 10) -> int | bool | None:
+                            # ten more episodes stored, or the campaign over (its records and
+                            # the count of compared episodes below say whether it lost any)
+                            return await episodes_stored(n) or (True if done.done() else None)
 
-                await eventually(restarted, within=60, what="up starting the node again")
-                await eventually(
-                    lambda: _caught_up(bus, stream, 3), within=120, what="the replicas current"
+                        stage = f"episodes after kill {len(killed)}"
+                        await eventually(progressed, within=420)
+
+                        async def restarted(
+                            port: int = node_port, old: int = pid
+                        ) -> set[int] | None:
+                            pids = nats_server_pids(port)
+                            return pids if pids and old not in pids else None
+
+                        stage = f"up starting node {node_port} again"
+                        await eventually(restarted, within=420)
+                        stage = "the replicas current"
+                        await eventually(lambda: _caught_up(bus, stream, 3), within=420)
+                    stage = "the campaign's end"
+                    out, err = await done
+            except TimeoutError:
+                n = await episodes_stored(0)
+                pytest.fail(
+                    f"stuck waiting for {stage} (killed {killed}, {n} episodes stored):\n"
+                    + "\n".join(up.log().splitlines()[-60:])
                 )
-            out, err = await asyncio.wait_for(done, 900)
             assert train.returncode == 0, (out.decode()[-3000:], err.decode()[-3000:])
             records = await Ledger(bus).records(CAMPAIGN)
             compared: Counter[str] = Counter()

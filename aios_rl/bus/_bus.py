@@ -80,19 +80,34 @@ class Bus:
         """Publish into JetStream and wait for the stream's ack; returns the stream sequence.
 
         ``msg_id`` (``<episode_id>:<stage>``, ...) makes a republish within the duplicate window a
-        no-op. Raises ``BusError`` when no stream takes the subject or the ack does not come."""
+        no-op. While no stream answers (a clustered stream electing a new leader after its node
+        died answers nothing or 503 for a few seconds; nothing was stored) the publish is tried
+        again with back-off until ``timeout``. Raises ``BusError`` when no stream takes the
+        subject by then or the ack does not come."""
         data, hdrs = encode(msg, {MSG_ID_HEADER: msg_id} if msg_id else None)
-        try:
-            ack = await self.js.publish(subject, data, headers=hdrs, timeout=timeout)
-        except nats.js.errors.NoStreamResponseError as exc:
-            raise BusError(
-                f"no JetStream stream takes subject {subject!r}: is the topology provisioned?"
-            ) from exc
-        except nats.errors.TimeoutError as exc:
-            raise BusError(
-                f"JetStream did not acknowledge a publish on {subject!r} within {timeout}s"
-            ) from exc
-        return ack.seq
+        loop = asyncio.get_running_loop()
+        deadline, pause = loop.time() + timeout, 0.05
+        while True:
+            left = deadline - loop.time()
+            try:
+                ack = await self.js.publish(subject, data, headers=hdrs, timeout=max(left, 0.1))
+            except (
+                nats.js.errors.NoStreamResponseError,
+                nats.js.errors.ServiceUnavailableError,
+            ) as exc:
+                if loop.time() + pause < deadline:
+                    await asyncio.sleep(pause)  # no stream answered: nothing stored, try again
+                    pause = min(pause * 2, 1.0)
+                    continue
+                raise BusError(
+                    f"no JetStream stream took a publish on {subject!r} within {timeout}s: "
+                    "is the topology provisioned (or is the stream's cluster without a leader)?"
+                ) from exc
+            except nats.errors.TimeoutError as exc:
+                raise BusError(
+                    f"JetStream did not acknowledge a publish on {subject!r} within {timeout}s"
+                ) from exc
+            return ack.seq
 
     async def request(self, subject: str, msg: Message, reply: type[M], *, timeout: float) -> M:
         """Send ``msg`` and decode the reply as ``reply``.
