@@ -697,12 +697,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{seeds} seed(s), so {seeds} x that many (seed, task) pairs per environment. Intervals "
         "resample (seed, task) pairs, not seeds: they do not include seed-to-seed variation of "
         "training beyond what the pooled pairs show.",
-        "Training: bench/learning.py's loop per student (its shell Actor and HostActor for "
-        "browser and orchestrator, oracle teacher hints via taught(), one update per epoch with "
-        "the trainer service's configuration, no comparison gate, no teacher reward shaping), "
-        "GRPO groups at temperature 1; the mixed student's environments run concurrently. "
+        "Training: the in-process kernel per student (aios_rl.local: collect_epoch draws and "
+        "runs each epoch's tasks as the campaign service does, on the real environment hosts "
+        "and run_steps; the oracle teacher's hints via taught(), distilled at the trainer's "
+        "distill_coef 0.5; one train_epoch update per epoch with the trainer service's "
+        "configuration; no comparison gate, no teacher reward shaping), GRPO groups at "
+        "temperature 1; the mixed student's environments run concurrently. "
         "Browser: real Chromium, the sites service on an embedded nats-server, action timeout "
-        "1 s, MiniWoB++ tasks without hints. Task draws are seeded per (seed, environment).",
+        "1 s, MiniWoB++ tasks without hints. Task draws are the campaign's "
+        "sample_tasks, seeded by (seed, epoch).",
         f"Episodes run again after their environment crashed (in practice Chromium: a first "
         f"page slower than the 1 s action timeout under load; same task, seed and student, so "
         f"the same decisions): {len(res['browser_retries'])}, at most {ATTEMPTS} attempts each.",
