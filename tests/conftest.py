@@ -100,6 +100,7 @@ LONGEST_FIRST = (
     "test_bench_harnesses.py",
     "test_cli.py",
     "test_browser_env.py",
+    "test_student_lm.py",
     "test_realrepo.py",
     "test_mixed.py",
     "test_cluster.py",

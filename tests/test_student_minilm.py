@@ -273,7 +273,7 @@ def test_learns_the_toy_task_well_above_chance(algorithm: str) -> None:
 def test_the_trainer_service_accepts_the_minilm_backend() -> None:
     settings = TrainerServiceSettings(backend="minilm")
     assert new_student(settings.backend, seed=settings.init_seed).name == "minilm"
-    with pytest.raises(ValueError, match="tiny, hf or minilm"):
+    with pytest.raises(ValueError, match="tiny, hf, minilm or lm"):
         TrainerServiceSettings(backend="bert")
 
 

@@ -66,7 +66,7 @@ default is the one of its store: ``<--store>/auth/admin.json``)."""
 ALGORITHMS: tuple[str, ...] = typing.get_args(Algorithm)
 """The trainer's updates (``TrainerSettings.algorithm``)."""
 
-STUDENTS = ("tiny", "hf", "minilm")
+STUDENTS = ("tiny", "hf", "minilm", "lm")
 """Student backends ``--student`` offers."""
 
 TEACHERS = tuple(
@@ -317,8 +317,8 @@ def training_args(
         choices=STUDENTS,
         default=None,
         help="the student a new store starts from: tiny (hashed n-grams), hf (a local Hugging "
-        "Face causal LM, --model-path) or minilm (the frozen all-MiniLM-L6-v2 encoder under a "
-        "trained head) (default: the store's active student; tiny for a new store)",
+        "Face causal LM, --model-path), minilm (the frozen all-MiniLM-L6-v2 encoder under a "
+        "trained head) or lm (SmolLM2-135M-Instruct with LoRA, writing its actions) (default: the store's active student; tiny for a new store)",
     )
     p.add_argument(
         "--model-path",

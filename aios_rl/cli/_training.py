@@ -76,14 +76,15 @@ def check_student(args: argparse.Namespace) -> None:
         raise CliError(
             f"--student {student}: its backend ({module}) is not installed in this checkout"
         )
-    if student == "minilm":  # the encoder comes from a wheel: say so now, not when a service dies
+    if student in ("minilm", "lm"):  # from a wheel: say so now, not when a service dies
         from ..student import StudentError
+        from ..student.lm import model_source
         from ..student.minilm import encoder_source
 
         try:
-            encoder_source()
+            encoder_source() if student == "minilm" else model_source()
         except StudentError as exc:
-            raise CliError(f"--student minilm: {exc}") from exc
+            raise CliError(f"--student {student}: {exc}") from exc
 
 
 def service_flags(args: argparse.Namespace) -> list[ServiceFlag]:
@@ -202,7 +203,7 @@ async def check_text_student(bus: Bus, checkpoint_id: str) -> None:
         raise CliError(
             f"checkpoint {checkpoint_id[:12]} is a {backend} student, which chooses among "
             "offered actions; AgentBench episodes offer none: use a store whose student writes "
-            "text (a new store with --student hf --model-path DIR)"
+            "text (a new store with --student lm, or --student hf --model-path DIR)"
         )
 
 

