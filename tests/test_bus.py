@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import msgspec
+import nats.js.errors
 import pytest
 
 from aios_rl.bus import (
@@ -624,6 +625,52 @@ async def stream_names(bus: Bus) -> list[str]:
         out += page.get("streams") or []
         if not page.get("streams") or len(out) >= page["total"]:
             return out
+
+
+async def test_creating_waits_for_a_cluster_that_cannot_place_replicas_yet() -> None:
+    """A new cluster refuses a replicated stream until its peers have joined: a refusal while
+    nothing exists is asked again; one because another process created it is a race, not an
+    error; one that lasts past the deadline is raised."""
+    from aios_rl.bus._provision import created
+
+    refusal = nats.js.errors.BadRequestError(
+        code=400, err_code=10074, description="insufficient resources"
+    )
+    calls: list[str] = []
+
+    def creating(refusals: int, made: list[bool]) -> Any:
+        async def create() -> None:
+            calls.append("create")
+            if len(calls) <= refusals:
+                raise refusal
+            made.append(True)
+
+        return create
+
+    made: list[bool] = []
+
+    async def nothing() -> bool:
+        return bool(made)
+
+    assert await created(creating(2, made), nothing, within=10) is True
+    assert calls == ["create"] * 3 and made == [True]
+
+    calls.clear()
+
+    async def someone_else_made_it() -> bool:
+        return True
+
+    assert await created(creating(1, []), someone_else_made_it, within=10) is False
+    assert calls == ["create"]
+
+    calls.clear()
+
+    async def never() -> bool:
+        return False
+
+    with pytest.raises(nats.js.errors.BadRequestError):
+        await created(creating(1000, []), never, within=0.5)
+    assert len(calls) >= 2
 
 
 async def test_provision_is_idempotent_and_keeps_data(bus: Bus, names: Names) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 
 import nats.errors
 import nats.js.errors
@@ -194,19 +195,18 @@ async def _bucket(js: JetStreamContext, b: BucketSpec, replicas: int | None) -> 
     try:
         info = await js.stream_info(f"KV_{b.name}")
     except nats.js.errors.NotFoundError:
-        try:
-            await js.create_key_value(
-                api.KeyValueConfig(
-                    bucket=b.name,
-                    history=b.history,
-                    description=b.description or None,
-                    ttl=b.ttl_s or None,
-                    replicas=replicas or 1,
-                )
-            )
+        config = api.KeyValueConfig(
+            bucket=b.name,
+            history=b.history,
+            description=b.description or None,
+            ttl=b.ttl_s or None,
+            replicas=replicas or 1,
+        )
+        if await created(
+            lambda: js.create_key_value(config), lambda: _stream_exists(js, f"KV_{b.name}")
+        ):
             return
-        except nats.js.errors.BadRequestError:
-            info = await js.stream_info(f"KV_{b.name}")  # created meanwhile: check it below
+        info = await js.stream_info(f"KV_{b.name}")  # created meanwhile: check it below
     cfg = info.config
     want_age = b.ttl_s or None
     want_replicas = replicas or cfg.num_replicas or 1
@@ -222,6 +222,41 @@ async def _bucket(js: JetStreamContext, b: BucketSpec, replicas: int | None) -> 
         cfg.num_replicas = want_replicas
         await js.update_stream(cfg)
         get_logger().info("kv.bucket_updated", bucket=b.name, history=b.history, ttl_s=b.ttl_s)
+
+
+async def _stream_exists(js: JetStreamContext, name: str) -> bool:
+    try:
+        await js.stream_info(name)
+    except nats.js.errors.NotFoundError:
+        return False
+    return True
+
+
+async def created(
+    create: Callable[[], Awaitable[object]],
+    exists: Callable[[], Awaitable[bool]],
+    *,
+    within: float = 30.0,
+) -> bool:
+    """Create a stream, bucket or object store with ``create``: True when this call created it,
+    False when JetStream refused because another process created it meanwhile (``exists()``
+    after the refusal). A refusal while it still does not exist is not a race: a cluster that
+    has just formed refuses replicas it cannot place yet ("insufficient resources", "no suitable
+    peers") until its peers have joined, so ``create`` is asked again with back-off until
+    ``within`` seconds, then the refusal is raised."""
+    loop = asyncio.get_running_loop()
+    deadline, pause = loop.time() + within, 0.1
+    while True:
+        try:
+            await create()
+            return True
+        except nats.js.errors.BadRequestError:
+            if await exists():
+                return False
+            if loop.time() + pause > deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 2.0)
 
 
 async def jetstream_ready(bus: Bus, within: float = 60.0) -> None:
@@ -263,11 +298,11 @@ async def provision(
             except nats.js.errors.NotFoundError:
                 current = None
             if current is None:
-                try:
-                    await js.add_stream(cfg)
+                if await created(
+                    lambda cfg=cfg: js.add_stream(cfg), lambda s=s: _stream_exists(js, s.name)
+                ):
                     continue
-                except nats.js.errors.BadRequestError:
-                    pass  # created meanwhile with another config: bring it to the declared one
+                # created meanwhile with another config: bring it to the declared one
             elif not _stream_differs(current, cfg, replicas):
                 continue
             if replicas is None and current is not None:
@@ -300,13 +335,14 @@ async def provision(
             try:
                 await js.object_store(o.name)
             except nats.js.errors.BucketNotFoundError:
-                await js.create_object_store(
-                    o.name,
-                    api.ObjectStoreConfig(
-                        description=o.description or None, replicas=replicas or 1
-                    ),
+                store = api.ObjectStoreConfig(
+                    description=o.description or None, replicas=replicas or 1
                 )
-                continue
+                if await created(
+                    lambda o=o, store=store: js.create_object_store(o.name, store),
+                    lambda o=o: _stream_exists(js, f"OBJ_{o.name}"),
+                ):
+                    continue
             if replicas is not None:
                 info = await js.stream_info(f"OBJ_{o.name}")
                 if (info.config.num_replicas or 1) != replicas:
