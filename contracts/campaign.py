@@ -59,6 +59,11 @@ class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
     entropy_coef: float = 0.0
     offline_batch: int = 128
     """Episodes asked of ``replay.sample`` for an offline or mixed update."""
+    is_cap: float = 2.0
+    """Token-level training (free text with the sampler's token log-probs): the truncated
+    importance weight ``min(exp(logp_old - logp_rollout), is_cap)`` corrects each token for the
+    gap between the sampler that wrote it (an inference engine) and the trainer's weights
+    (verl's rollout-IS threshold default); 0 turns the correction off."""
 
 
 class BranchingSettings(msgspec.Struct, frozen=True, kw_only=True):

@@ -74,6 +74,10 @@ class TrajectoryStep(msgspec.Struct, frozen=True, kw_only=True):
     """Its lead over the second most likely candidate (branching reads both)."""
     token_entropies: list[float] = []
     """Text students: the next-token entropy at each token of the action (empty otherwise)."""
+    token_ids: list[int] = []
+    """Free text: the action's token ids as sampled (see ``ActResponse.token_ids``)."""
+    token_logprobs: list[float] = []
+    """Their log-probs under the sampler that wrote them (the rollout policy)."""
 
 
 class RewardBreakdown(msgspec.Struct, frozen=True, kw_only=True):

@@ -94,3 +94,11 @@ class ActResponse(Message, frozen=True, kw_only=True):
     token_entropies: list[float] = []
     """Text students: the next-token entropy at each token of the chosen action (``entropy``
     is their mean for free text); empty for the tiny student."""
+    token_ids: list[int] = []
+    """Text students writing free text: the action's token ids as sampled (ending with the
+    end-of-sequence token when the action ended there); token-level training learns from
+    exactly these."""
+    token_logprobs: list[float] = []
+    """The log-prob of each of ``token_ids`` under the sampler that wrote them (the inference
+    engine's, or the in-process model's): the rollout policy of truncated importance
+    weighting."""

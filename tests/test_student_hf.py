@@ -4,6 +4,7 @@ downloaded): act/evaluate agreement, seeding, free text, bytes, heads, learning 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import io
@@ -423,3 +424,80 @@ def test_free_text_actions_are_learned_through_update(tokenizer) -> None:
     before = score(good) - score(bad)
     update(m, None, batch, config)
     assert score(good) - score(bad) > before
+
+
+# -- token-level training ---------------------------------------------------------------------------------
+
+
+def _token_episode(i: int, d: Decision, out, reward: float, shift: float = 0.0) -> Episode:
+    """An episode of one free-text step as the runner records it, the sampler's token log-probs
+    moved by ``shift`` (a sampler that disagrees with the trainer)."""
+    step = TrajectoryStep(
+        index=0,
+        observation=d.observation,
+        action=out.action,
+        logprob=out.logprob,
+        token_ids=list(out.token_ids),
+        token_logprobs=[x + shift for x in out.token_logprobs],
+    )
+    return Episode(
+        episode_id=f"tok{i}", environment="shell", task_id="t", group_id="g",
+        trajectory=[step], env_reward=reward, reward=reward,
+    )  # fmt: skip
+
+
+@needs_transformers
+def test_free_text_reports_its_tokens_and_evaluate_scores_exactly_those(tokenizer) -> None:
+    m = student(tokenizer, max_new_tokens=5)
+    d = [Decision("$ pytest -q\nFAILED test_clamp", seed=s) for s in range(3)]
+    outs = m.act(d, Regime(temperature=1.5))
+    for o in outs:
+        assert o.token_ids and len(o.token_ids) == len(o.token_logprobs)
+        assert sum(o.token_logprobs) == pytest.approx(o.logprob, abs=1e-5)
+        assert o.token_ids[-1] == tokenizer.eos_token_id  # the action ended there
+    ev = m.evaluate(d, [tuple(o.token_ids) for o in outs])
+    for i, o in enumerate(outs):
+        assert ev.logprobs[i][ev.mask[i]].tolist() == pytest.approx(o.token_logprobs, abs=1e-5)
+    # Ids the tokenizer would never produce for the text still score as they are.
+    odd = (tokenizer.convert_tokens_to_ids("a"), tokenizer.convert_tokens_to_ids("b"))
+    assert int(m.evaluate([d[0]], [odd]).mask.sum()) == 2
+    with pytest.raises(StudentError, match="outside the vocabulary"):
+        m.evaluate([d[0]], [(len(tokenizer) + 7,)])
+    chosen = m.act([TOY], Regime(1.0))[0]
+    assert chosen.token_ids == [] and chosen.token_logprobs == []
+
+
+@needs_transformers
+def test_token_level_update_weighs_tokens_by_the_truncated_rollout_ratio(tokenizer) -> None:
+    import copy
+
+    base = student(tokenizer, max_new_tokens=4)
+    d = [Decision("$ pytest -q\nFAILED test_clamp", seed=s) for s in range(6)]
+    outs = base.act(d, Regime(temperature=1.5))
+    one_step = UpdateConfig(learning_rate=1e-3, update_epochs=1, minibatch_size=64, is_cap=2.0)
+
+    def run(shift: float, config: UpdateConfig = one_step) -> dict[str, float]:
+        episodes = [_token_episode(i, d[i], o, float(i % 2), shift) for i, o in enumerate(outs)]
+        batch = build_batch(episodes, config=config, free_text=True)
+        assert all(s.token_level for s in batch.policy)
+        assert {s.action_index for s in batch.policy} == {tuple(o.token_ids) for o in outs}
+        return update(copy.deepcopy(base), None, batch, config)
+
+    on = run(0.0)  # the sampler is the trainer: every ratio is 1, no token truncated
+    assert on["rollout_ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert on["is_truncated_fraction"] == 0.0
+    assert on["token_level_tokens"] == sum(len(o.token_ids) for o in outs)
+    # The sampler gave every token twice the trainer's probability: weight 1/2 on each.
+    half = run(math.log(2.0))
+    assert half["rollout_ratio_mean"] == pytest.approx(0.5, abs=1e-4)
+    assert half["pg_loss"] == pytest.approx(0.5 * on["pg_loss"], rel=1e-4)
+    # A sampler far less sure than the trainer: the weight stops at the cap.
+    far = run(-3.0)
+    assert far["is_truncated_fraction"] == 1.0 and far["rollout_ratio_max"] > 2.0
+    assert far["pg_loss"] == pytest.approx(2.0 * on["pg_loss"], rel=1e-4)
+    uncapped = run(-3.0, dataclasses.replace(one_step, is_cap=0.0))  # correction off
+    assert uncapped["pg_loss"] == pytest.approx(on["pg_loss"], rel=1e-4)
+    # Several steps: the proximal log-probs are recomputed before the first one moves weights,
+    # so the first step's ratios are still 1 and learning goes the rewarded way.
+    many = dataclasses.replace(one_step, update_epochs=3, minibatch_size=2, learning_rate=5e-3)
+    assert run(0.0, many)["rollout_ratio_mean"] == pytest.approx(1.0, abs=1e-5)

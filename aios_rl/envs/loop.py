@@ -92,6 +92,8 @@ async def run_steps(
                 top1_prob=resp.top1_prob,
                 margin=resp.margin,
                 token_entropies=list(resp.token_entropies),
+                token_ids=list(resp.token_ids),
+                token_logprobs=list(resp.token_logprobs),
             )
         await env.step(action)
         steps.append(step)

@@ -79,6 +79,10 @@ class ActOutput:
     token_entropies: list[float] = field(default_factory=list)
     """Text students: the entropy of the next-token distribution at each token of the chosen
     action (for free text ``entropy`` is their mean); empty for students without tokens."""
+    token_ids: list[int] = field(default_factory=list)
+    """Free text: the action's token ids as written (empty for a chosen candidate)."""
+    token_logprobs: list[float] = field(default_factory=list)
+    """Free text: each of ``token_ids``' log-prob under the model that wrote them."""
 
 
 @dataclass

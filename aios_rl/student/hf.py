@@ -309,17 +309,21 @@ class HFStudent(nn.Module):
         return [*self._encode(self.config.action_prefix + text), self.eos_id]
 
     def _sequences(
-        self, decisions: Sequence[Decision], prompt_ids: list[list[int]], texts: dict[int, str]
+        self,
+        decisions: Sequence[Decision],
+        prompt_ids: list[list[int]],
+        texts: dict[int, str | tuple[int, ...]],
     ) -> tuple[list[list[int]], list[list[int]], list[range]]:
         """Prompt and action ids of every sequence to score: each candidate of a decision with
-        candidates, the one text in ``texts`` otherwise; and each decision's rows."""
+        candidates, the one text (or token ids, taken as they are) in ``texts`` otherwise; and
+        each decision's rows."""
         prompts, actions, rows = [], [], []
         for i, d in enumerate(decisions):
             prompt = prompt_ids[i]
             options = d.candidates if d.candidates else (texts[i],)
             start = len(prompts)
             for option in options:
-                ids = self._action_ids(option)
+                ids = list(option) if isinstance(option, tuple) else self._action_ids(option)
                 if self.max_positions is not None and len(prompt) + len(ids) > self.max_positions:
                     raise StudentError(
                         f"prompt and action take {len(prompt) + len(ids)} tokens, more than the "
@@ -504,6 +508,8 @@ class HFStudent(nn.Module):
         out: list[ActOutput] = []
         for i, d in enumerate(decisions):
             r = rows[i]
+            written_ids: list[int] = []
+            written_logps: list[float] = []
             if d.candidates:
                 scores = seq_logp[r.start : r.stop]
                 index: int | None = self._pick(scores, regimes[i], generators[i])
@@ -516,6 +522,8 @@ class HFStudent(nn.Module):
                 index, row, action = None, r.start, texts[i]
                 entropy = float(scored.token_entropy[row].sum() / scored.mask[row].sum())
                 top1, margin = 0.0, 0.0
+                written_ids = actions[row]
+                written_logps = [float(x) for x in scored.token_logp[row][scored.mask[row]]]
             tokens = scored.token_entropy[row][scored.mask[row]]
             out.append(
                 ActOutput(
@@ -528,13 +536,18 @@ class HFStudent(nn.Module):
                     hidden=[float(x) for x in summary[i]] if summary is not None else [],
                     top1_prob=top1,
                     margin=margin,
+                    token_ids=list(written_ids),
+                    token_logprobs=written_logps,
                 )
             )
         return out
 
-    def evaluate(self, decisions: list[Decision], actions: list[int | str]) -> Evaluation:
+    def evaluate(
+        self, decisions: list[Decision], actions: Sequence[int | str | tuple[int, ...]]
+    ) -> Evaluation:
         """Per-token log-probs ``[N, T]`` of the given actions (a candidate index or text for a
-        decision with candidates, the free text otherwise), with gradients; their sum over the
+        decision with candidates; the free text, or the exact token ids a sampler wrote as a
+        tuple, otherwise), with gradients; their sum over the
         mask equals ``act``'s ``logprob`` for the same weights. ``entropy`` is over candidates
         (mean per-token entropy for free text); ``candidate_logprobs`` are the log-softmax of the
         candidates' summed scores (empty for free text). Raises ``StudentError`` for an action
@@ -545,13 +558,17 @@ class HFStudent(nn.Module):
             raise StudentError(f"{len(decisions)} decisions but {len(actions)} actions")
         self._eval_mode()
         chosen: list[int] = []
-        texts: dict[int, str] = {}
+        texts: dict[int, str | tuple[int, ...]] = {}
         for i, (d, a) in enumerate(zip(decisions, actions, strict=True)):
             if not d.candidates:
+                if isinstance(a, tuple | list) and a:
+                    texts[i] = self._checked_ids(a)
+                    chosen.append(0)
+                    continue
                 if not isinstance(a, str):
                     raise StudentError(
                         f"action {a!r} is an index, but this observation offers no candidates "
-                        "(give the free-text action)"
+                        "(give the free-text action or its token ids)"
                     )
                 texts[i] = a
                 chosen.append(0)
@@ -583,6 +600,42 @@ class HFStudent(nn.Module):
             values=self.value_head(scored.prompt_hidden[first].detach()).squeeze(-1),
             candidate_logprobs=candidate_logprobs,
         )
+
+    def _checked_ids(self, ids: Sequence[int]) -> tuple[int, ...]:
+        vocab = int(self.lm.get_input_embeddings().weight.shape[0])
+        out = tuple(int(t) for t in ids)
+        if not all(0 <= t < vocab for t in out):
+            raise StudentError(f"action token ids outside the vocabulary of {vocab}: {out[:8]}")
+        return out
+
+    def prompt_ids(self, decision: Decision) -> list[int]:
+        """The prompt's token ids for ``decision`` (what an inference engine is given, so it
+        sees exactly the prompt this model acts and trains on)."""
+        return self._prompt_ids(decision)
+
+    @torch.no_grad()
+    def prompt_state(self, decisions: list[Decision]) -> tuple[list[float], list[list[float]]]:
+        """The value estimate and hidden-state summary of each decision's prompt, from one
+        forward pass over the prompts alone (what an engine-served act lacks)."""
+        self._eval_mode()
+        prompts = [self._prompt_ids(d) for d in decisions]
+        values: list[float] = []
+        summaries: list[list[float]] = []
+        step = self.config.forward_batch
+        for k in range(0, len(prompts), step):
+            ids, attention, positions = self._left_padded(prompts[k : k + step])
+            out = self.lm(
+                input_ids=ids,
+                attention_mask=attention,
+                position_ids=positions,
+                output_hidden_states=True,
+                use_cache=False,
+                logits_to_keep=1,
+            )
+            last = out.hidden_states[-1][:, -1].float()
+            values.extend(float(v) for v in self.value_head(last).squeeze(-1))
+            summaries.extend([float(x) for x in row] for row in self._summary(last))
+        return values, summaries
 
     # -- bytes ----------------------------------------------------------------------------------------
     @property

@@ -68,4 +68,6 @@ def response_for(out: ActOutput, *, checkpoint_id: str, want_hidden: bool) -> Ac
         top1_prob=out.top1_prob,
         margin=out.margin,
         token_entropies=out.token_entropies,
+        token_ids=out.token_ids,
+        token_logprobs=out.token_logprobs,
     )

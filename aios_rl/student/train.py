@@ -12,14 +12,15 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
-from contracts import Episode, TrainerSettings
+from contracts import Episode, TrainerSettings, TrajectoryStep
 
 from .base import Decision, StudentBackend, StudentError
 from .losses import (
+    MAX_LOG_RATIO,
     aggregate,
     clipped_surrogate,
     clipped_value_loss,
@@ -81,6 +82,9 @@ class UpdateConfig:
     """Weight of KL(pi || reference) on negative-lane states."""
     max_grad_norm: float = 1.0
     """Gradient clipping."""
+    is_cap: float = 2.0
+    """Token-level samples: cap of the importance weight ``exp(logp_old - logp_rollout)``
+    (0: no correction)."""
     seed: int = 0
     """Seeds minibatch order (and so the result)."""
 
@@ -90,12 +94,18 @@ class Sample:
     """One decision to learn from by policy gradient."""
 
     decision: Decision
-    action_index: int | str
-    """The candidate's index, or the free-text action."""
+    action_index: int | str | tuple[int, ...]
+    """The candidate's index, the free-text action, or the token ids the sampler wrote."""
     logp_old: float
     advantage: float = 0.0
     ret: float = 0.0
     value_old: float = 0.0
+    rollout_logps: tuple[float, ...] = ()
+    """Token-level: the sampler's log-prob of each of ``action_index``'s token ids."""
+
+    @property
+    def token_level(self) -> bool:
+        return bool(self.rollout_logps) and isinstance(self.action_index, tuple)
 
 
 @dataclass
@@ -110,18 +120,26 @@ class Batch:
         return len(self.policy) + len(self.distill) + len(self.negative)
 
 
+Action = int | str | tuple[int, ...]
+
+
 def _decisions(
     ep: Episode, *, free_text: bool = False
-) -> list[tuple[int, Decision, int | str, float, float]]:
+) -> list[tuple[int, Decision, Action, float, float]]:
     """(step index, decision, action, logp, value) of the policy's own steps. The action is the
-    candidate's index, or, with ``free_text``, the text of a step that offered no candidates."""
-    out: list[tuple[int, Decision, int | str, float, float]] = []
+    candidate's index, or, with ``free_text``, for a step that offered no candidates, the token
+    ids the sampler wrote (when it reported them with their log-probs) or else the text."""
+    out: list[tuple[int, Decision, Action, float, float]] = []
     for step in ep.trajectory:
         if step.replayed:
             continue
-        action: int | str | None
+        action: Action | None
         if not step.candidates:
-            action = step.action if free_text and step.action else None
+            action = None
+            if free_text and _token_level(step):
+                action = tuple(step.token_ids)
+            elif free_text and step.action:
+                action = step.action
         elif step.action_index is not None:
             action = step.action_index
         else:
@@ -138,6 +156,14 @@ def _decisions(
             )
         )
     return out
+
+
+def _token_level(step: TrajectoryStep) -> bool:
+    return bool(step.token_ids) and len(step.token_ids) == len(step.token_logprobs)
+
+
+def _rollout_logps(ep: Episode) -> dict[int, tuple[float, ...]]:
+    return {s.index: tuple(s.token_logprobs) for s in ep.trajectory if _token_level(s)}
 
 
 def _reward(ep: Episode) -> float:
@@ -164,8 +190,11 @@ def build_batch(
             std_normalize=config.std_normalize,
         )
         for ep, a in zip(episodes, adv.tolist(), strict=True):
-            for _, d, idx, logp, _v in _decisions(ep, free_text=free_text):
-                batch.policy.append(Sample(d, idx, logp, advantage=a))
+            rollout = _rollout_logps(ep)
+            for i, d, idx, logp, _v in _decisions(ep, free_text=free_text):
+                batch.policy.append(
+                    Sample(d, idx, logp, advantage=a, rollout_logps=_own(idx, rollout, i))
+                )
     else:
         samples: list[Sample] = []
         for ep in episodes:
@@ -176,8 +205,19 @@ def build_batch(
             rewards[-1] = _reward(ep)
             values = torch.tensor([v for *_, v in steps], dtype=torch.float64)
             adv, ret = gae(rewards, values, gamma=config.gamma, lam=config.gae_lambda)
-            for (_, d, idx, logp, v), a, r in zip(steps, adv.tolist(), ret.tolist(), strict=True):
-                samples.append(Sample(d, idx, logp, advantage=a, ret=r, value_old=v))
+            rollout = _rollout_logps(ep)
+            for (i, d, idx, logp, v), a, r in zip(steps, adv.tolist(), ret.tolist(), strict=True):
+                samples.append(
+                    Sample(
+                        d,
+                        idx,
+                        logp,
+                        advantage=a,
+                        ret=r,
+                        value_old=v,
+                        rollout_logps=_own(idx, rollout, i),
+                    )
+                )
         if len(samples) > 1:
             a = torch.tensor([s.advantage for s in samples])
             a = (a - a.mean()) / (a.std() + 1e-8)
@@ -205,6 +245,55 @@ def build_batch(
     for ep in negative:
         batch.negative.extend(d for _, d, _, _, _ in _decisions(ep))
     return batch
+
+
+def _own(action: Action, rollout: dict[int, tuple[float, ...]], index: int) -> tuple[float, ...]:
+    return rollout.get(index, ()) if isinstance(action, tuple) else ()
+
+
+def _proximal(model: StudentBackend, samples: list[Sample], chunk: int) -> list[torch.Tensor]:
+    """Each token-level sample's per-token log-probs under the weights before the update."""
+    out: list[torch.Tensor] = []
+    with torch.no_grad():
+        for k in range(0, len(samples), chunk):
+            part = samples[k : k + chunk]
+            ev = model.evaluate([s.decision for s in part], [s.action_index for s in part])
+            out.extend(ev.logprobs[i][ev.mask[i]].float() for i in range(len(part)))
+    return out
+
+
+def _token_terms(
+    pol: list[Sample], ev: Any, proximal: dict[int, torch.Tensor], ids: list[int], is_cap: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token current log-probs, old log-probs, importance weights and the rollout ratio
+    ``exp(logp_old - logp_rollout)`` (``[N, T]``): token-level samples token by token; the
+    others with their action's log-prob shared by its tokens, weight 1."""
+    logp_tok = ev.logprobs
+    summed = torch.where(ev.mask, logp_tok, torch.zeros_like(logp_tok)).sum(-1, keepdim=True)
+    logp = torch.where(
+        torch.tensor([s.token_level for s in pol]).unsqueeze(1),
+        logp_tok,
+        summed.expand_as(logp_tok),
+    )
+    old = torch.tensor([[s.logp_old] for s in pol]).expand_as(logp_tok).clone()
+    weight = torch.ones_like(logp_tok)
+    ratio = torch.ones_like(logp_tok)
+    for row, (s, key) in enumerate(zip(pol, ids, strict=True)):
+        if not s.token_level:
+            continue
+        n = int(ev.mask[row].sum())
+        rollout = torch.tensor(s.rollout_logps, dtype=torch.float32)
+        if n != len(rollout):
+            raise StudentError(
+                f"a sample's {len(rollout)} rollout log-probs do not match its {n} tokens"
+            )
+        prox = proximal[key] if key in proximal else logp_tok[row][ev.mask[row]].detach()
+        cols = ev.mask[row].nonzero().squeeze(-1)
+        old[row, cols] = prox
+        r = torch.exp(torch.clamp(prox - rollout, -MAX_LOG_RATIO, MAX_LOG_RATIO))
+        ratio[row, cols] = r
+        weight[row, cols] = torch.clamp(r, max=is_cap) if is_cap > 0 else 1.0
+    return logp, old, weight, ratio
 
 
 def _exact_kl(rows: list[torch.Tensor], ref_rows: list[torch.Tensor]) -> torch.Tensor:
@@ -247,32 +336,46 @@ def update(
     n_pol, n_dis, n_neg = len(batch.policy), len(batch.distill), len(batch.negative)
     total = max(n_pol, n_dis, n_neg)
     steps_per_epoch = max(1, math.ceil(total / config.minibatch_size))
+    # Token-level samples' proximal log-probs: recomputed before the first step moves the
+    # weights, unless the update is a single step (then the step's own pass, detached, is it).
+    token_rows = [i for i, s in enumerate(batch.policy) if s.token_level]
+    proximal: dict[int, torch.Tensor] = {}
+    if token_rows and (config.update_epochs > 1 or steps_per_epoch > 1):
+        prox = _proximal(model, [batch.policy[i] for i in token_rows], config.minibatch_size)
+        proximal = dict(zip(token_rows, prox, strict=True))
     for _ in range(config.update_epochs):
         perms = [
             torch.randperm(n, generator=gen).tolist() if n else [] for n in (n_pol, n_dis, n_neg)
         ]
         for k in range(steps_per_epoch):
-            pol = _slice(batch.policy, perms[0], k, steps_per_epoch)
+            pol_ids = _slice(list(range(n_pol)), perms[0], k, steps_per_epoch)
+            pol = [batch.policy[i] for i in pol_ids]
             dis = _slice(batch.distill, perms[1], k, steps_per_epoch)
             neg = _slice(batch.negative, perms[2], k, steps_per_epoch)
             loss = torch.zeros(())
             if pol:
                 ev = model.evaluate([s.decision for s in pol], [s.action_index for s in pol])
-                logp_old = torch.tensor([[s.logp_old] for s in pol])
                 adv = torch.tensor([[s.advantage] for s in pol])
-                logp = ev.logprobs
-                if logp.shape[1] > 1:
-                    # A sample's old log-prob is its whole action's (the sum over its tokens), so
-                    # the ratio is the action's, shared by each of its tokens.
-                    logp = (
-                        torch.where(ev.mask, logp, torch.zeros_like(logp))
-                        .sum(-1, keepdim=True)
-                        .expand_as(logp)
-                    )
+                # See the module docstring: the action's ratio for a candidate, the token's for
+                # token-level samples (weighted for the sampler-trainer gap).
+                logp, logp_old, weight, rollout_ratio = _token_terms(
+                    pol, ev, proximal, pol_ids, config.is_cap
+                )
                 per_token, clipped = clipped_surrogate(
                     logp, logp_old, adv, clip_low=config.clip_low, clip_high=config.clip_high
                 )
-                pg = aggregate(per_token, ev.mask, config.aggregation)
+                pg = aggregate(weight * per_token, ev.mask, config.aggregation)
+                tok = ev.mask & torch.tensor([s.token_level for s in pol]).unsqueeze(1)
+                if bool(tok.any()):
+                    log("rollout_ratio_mean", rollout_ratio[tok].mean())
+                    log("rollout_ratio_max", rollout_ratio[tok].max())
+                    log(
+                        "is_truncated_fraction",
+                        (rollout_ratio[tok] > config.is_cap).float().mean()
+                        if config.is_cap > 0
+                        else 0.0,
+                    )
+                    log("token_level_tokens", tok.sum())
                 loss = loss + pg - config.entropy_coef * ev.entropy.mean()
                 log("pg_loss", pg)
                 log("entropy", ev.entropy.mean())
@@ -344,6 +447,7 @@ def update_config(s: TrainerSettings) -> UpdateConfig:
         entropy_coef=s.entropy_coef,
         distill_coef=s.distill_coef,
         negative_kl_coef=s.negative_kl_coef,
+        is_cap=s.is_cap,
         seed=s.seed,
     )
 
