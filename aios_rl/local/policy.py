@@ -9,6 +9,7 @@ from contracts import ActRequest, ActResponse
 
 from ..errors import AiosError
 from ..student.base import StudentBackend
+from ..student.engine import LMEngine
 from ..student.serving import decision_for, response_for
 
 __all__ = ["LocalPolicy", "UnknownLocalCheckpointError"]
@@ -27,12 +28,23 @@ class LocalPolicy:
     serialised, as one sampler's would be."""
 
     def __init__(
-        self, model: StudentBackend, *, checkpoint_id: str = "local", base_seed: int = 0
+        self,
+        model: StudentBackend,
+        *,
+        checkpoint_id: str = "local",
+        base_seed: int = 0,
+        engine: LMEngine | None = None,
     ) -> None:
         self.models: dict[str, StudentBackend] = {checkpoint_id: model}
         self.active = checkpoint_id
         self.base_seed = base_seed
         """The sampler's ``seed`` setting: seeds a request that carries none."""
+        self.engine = engine
+        """A started inference engine writing free-text actions (as the sampler's ``engine``
+        setting does); the students here keep training in place, so each act serves the
+        weights as they are now (a new adapter whenever they changed)."""
+        self._served: dict[str, tuple[tuple[int, ...], str]] = {}
+        self._adapters = 0
         self.calls = 0
 
     @property
@@ -45,6 +57,22 @@ class LocalPolicy:
         self.models[checkpoint_id] = model
         if active:
             self.active = checkpoint_id
+
+    def _engine_key(self, checkpoint: str, model: StudentBackend) -> str:
+        """The engine's name for ``model``'s weights now: a new adapter is written when an
+        update changed them (torch counts in-place changes of every tensor)."""
+        assert self.engine is not None
+        version = tuple(p._version for p in model.parameters() if p.requires_grad)
+        served = self._served.get(checkpoint)
+        if served is not None and served[0] == version:
+            return served[1]
+        self._adapters += 1
+        key = f"{checkpoint}#{self._adapters}"
+        self.engine.register(key, model)
+        if served is not None:
+            self.engine.forget(served[1])
+        self._served[checkpoint] = (version, key)
+        return key
 
     async def act(self, req: ActRequest) -> ActResponse:
         """The student's answer to ``req``. Raises ``UnknownLocalCheckpointError`` for a
@@ -59,7 +87,12 @@ class LocalPolicy:
         decision, regime = decision_for(
             req, free_text=model.supports_free_text, backend=model.name, base_seed=self.base_seed
         )
-        out = model.act([decision], regime, want_hidden=req.want_hidden)[0]
+        if self.engine is not None and not decision.candidates and LMEngine.supports(model):
+            out = await self.engine.act(
+                self._engine_key(checkpoint, model), decision, regime, want_hidden=req.want_hidden
+            )
+        else:
+            out = model.act([decision], regime, want_hidden=req.want_hidden)[0]
         self.calls += 1
         await asyncio.sleep(0)  # let the other episodes' environments go on
         return response_for(out, checkpoint_id=checkpoint, want_hidden=req.want_hidden)

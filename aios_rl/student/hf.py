@@ -93,6 +93,10 @@ class HFConfig:
     """Torch dtype of the model's weights (log-probs are always computed in float32)."""
     seed: int = 0
     """Seeds the value head, the summary projection and the LoRA initialisation."""
+    device: str = "auto"
+    """Where the language model runs: ``auto`` (CUDA when torch sees a GPU, else CPU), ``cpu``,
+    ``cuda``, ``cuda:1`` ... The small heads, sampling and the losses stay on the CPU (each
+    pass brings its logits and last hidden state back)."""
 
     def __post_init__(self) -> None:
         t = self.prompt_template
@@ -188,7 +192,8 @@ class HFStudent(nn.Module):
         )
         self._model_config_json = model.config.to_json_string(use_diff=False)
         self._tokenizer_files = _tokenizer_files(tokenizer)
-        model = model.to(getattr(torch, config.dtype))
+        self.device = _device(config.device)
+        model = model.to(device=self.device, dtype=getattr(torch, config.dtype))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
             if config.lora_rank > 0:
@@ -343,7 +348,7 @@ class HFStudent(nn.Module):
             ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
             attention[i, width - len(s) :] = 1
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        return ids, attention, positions
+        return ids.to(self.device), attention.to(self.device), positions.to(self.device)
 
     def _score_chunk(self, prompts: list[list[int]], actions: list[list[int]]) -> _Scored:
         ids, attention, positions = self._left_padded(
@@ -366,7 +371,7 @@ class HFStudent(nn.Module):
         t = torch.arange(T)
         mask = t.unsqueeze(0) < lengths.unsqueeze(1)
         where = torch.where(mask, (T - lengths).unsqueeze(1) + t, 0)
-        logits = out.logits[:, -(T + 1) :].float()
+        logits = out.logits[:, -(T + 1) :].float().cpu()
         picked = logits.gather(1, where.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
         logp_all = torch.log_softmax(picked, dim=-1)
         targets = torch.zeros((len(actions), T), dtype=torch.long)
@@ -375,7 +380,8 @@ class HFStudent(nn.Module):
         token_logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         entropy = -(logp_all.exp() * logp_all).sum(-1)
         width = ids.shape[1]
-        last = out.hidden_states[-1][torch.arange(len(actions)), width - lengths - 1].float()
+        rows = torch.arange(len(actions))
+        last = out.hidden_states[-1].cpu()[rows, width - lengths - 1].float()
         zero = torch.zeros(())
         return _Scored(
             token_logp=torch.where(mask, token_logp, zero),
@@ -437,7 +443,7 @@ class HFStudent(nn.Module):
         written: list[list[int]] = [[] for _ in prompts]
         done = [False] * len(prompts)
         for step in range(steps):
-            logits = out.logits[:, -1].float()
+            logits = out.logits[:, -1].float().cpu()
             tokens = []
             for i in range(len(prompts)):
                 token = self.pad_id
@@ -450,10 +456,12 @@ class HFStudent(nn.Module):
                 tokens.append(token)
             if all(done) or step == steps - 1:
                 break
-            attention = torch.cat([attention, torch.ones((len(prompts), 1), dtype=torch.long)], 1)
+            attention = torch.cat(
+                [attention, torch.ones((len(prompts), 1), dtype=torch.long, device=self.device)], 1
+            )
             cache = out["cache"] if self._cache_arg == "cache" else out["past_key_values"]
             out = self.lm(
-                input_ids=torch.tensor(tokens, dtype=torch.long).unsqueeze(1),
+                input_ids=torch.tensor(tokens, dtype=torch.long, device=self.device).unsqueeze(1),
                 attention_mask=attention,
                 position_ids=next_position,
                 use_cache=True,
@@ -632,7 +640,7 @@ class HFStudent(nn.Module):
                 use_cache=False,
                 logits_to_keep=1,
             )
-            last = out.hidden_states[-1][:, -1].float()
+            last = out.hidden_states[-1][:, -1].float().cpu()
             values.extend(float(v) for v in self.value_head(last).squeeze(-1))
             summaries.extend([float(x) for x in row] for row in self._summary(last))
         return values, summaries
@@ -737,6 +745,18 @@ class HFStudent(nn.Module):
             raise StudentError(f"hf checkpoint weights do not fit the model: {exc}") from exc
         student.eval()
         return student
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise StudentError(f"device {name!r} is not a torch device") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise StudentError(f"device {name!r} asked for, but torch sees no CUDA device")
+    return device
 
 
 def _load_base(path: str, dtype: str) -> Any:

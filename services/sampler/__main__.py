@@ -1,3 +1,6 @@
 from .main import main
 
-main()
+# The inference engine (vLLM) spawns processes that import this module again: only the real
+# entry point serves.
+if __name__ == "__main__":
+    main()

@@ -22,6 +22,7 @@ from aios_rl.state.checkpoints import (
     UnknownCheckpointError,
 )
 from aios_rl.student import ActOutput, Decision, Regime, StudentBackend, StudentError, load_student
+from aios_rl.student.engine import EngineConfig, EngineError, LMEngine, engine_available
 from aios_rl.student.serving import decision_for, response_for
 from contracts import ActRequest, ActResponse, CheckpointPointers
 
@@ -34,7 +35,13 @@ Job = tuple[Decision, Regime, bool]
 class Sampler:
     """The models this process serves and the batcher in front of them."""
 
-    def __init__(self, registry: CheckpointRegistry, settings: SamplerSettings) -> None:
+    def __init__(
+        self,
+        registry: CheckpointRegistry,
+        settings: SamplerSettings,
+        *,
+        engine: LMEngine | None = None,
+    ) -> None:
         self.registry = registry
         self.settings = settings
         self.cache: LruCache[StudentBackend] = LruCache(settings.cache_size)
@@ -46,6 +53,12 @@ class Sampler:
         self._loading: dict[str, asyncio.Task[StudentBackend]] = {}
         self._watch: KvWatch[CheckpointPointers] | None = None
         self._changed = asyncio.Condition()
+        self.engine: LMEngine | None = engine
+        """The inference engine, once a student it serves is loaded (see ``engine`` setting);
+        given, a started engine shared with its owner (who closes it)."""
+        self.owns_engine = engine is None
+        self._engine_start: asyncio.Task[LMEngine] | None = None
+        self._engine_failed = False
         self.unloadable = 0
         """New ``active`` checkpoints that did not load (the previous one stayed active)."""
         self.log = get_logger()
@@ -64,10 +77,54 @@ class Sampler:
             if task.done():
                 self._loading.pop(checkpoint_id, None)
 
+    def _engine_serves(self, model: StudentBackend) -> bool:
+        mode = self.settings.engine
+        if mode == "inprocess" or not LMEngine.supports(model):
+            return False
+        if mode == "vllm":
+            return True
+        return model.name == "lm" and engine_available()
+
+    async def _engine_for(self, model: StudentBackend) -> LMEngine:
+        """The engine (started on first need, once) for ``model``'s base."""
+        if self.engine is not None:
+            return self.engine
+        if self._engine_start is None:
+            s = self.settings
+
+            async def start() -> LMEngine:
+                engine = LMEngine(
+                    model.config.model_path,  # type: ignore[attr-defined]
+                    EngineConfig(
+                        kv_cache_gib=s.engine_kv_cache_gib,
+                        max_model_len=s.engine_max_model_len,
+                        seed=s.seed,
+                    ),
+                )
+                self.log.info("sampler.engine_starting", base=str(engine.base_dir))
+                await engine.start()
+                self.log.info("sampler.engine_started", start_s=round(engine.start_s, 1))
+                self.engine = engine
+                return engine
+
+            self._engine_start = asyncio.create_task(start())
+        return await asyncio.shield(self._engine_start)
+
     async def _load(self, checkpoint_id: str) -> StudentBackend:
         data = await self.registry.load(checkpoint_id)
         model = await asyncio.to_thread(load_student, data)
         model.eval()
+        if self._engine_serves(model) and not self._engine_failed:
+            try:
+                engine = await self._engine_for(model)
+            except EngineError as exc:
+                if self.settings.engine == "vllm":
+                    raise
+                # auto: the engine is an accelerator, not a requirement.
+                self._engine_failed = True
+                self.log.error("sampler.engine_unavailable", error=str(exc), serving="inprocess")
+            else:
+                await asyncio.to_thread(engine.register, checkpoint_id, model)
         self.cache.put(checkpoint_id, model, pin=self.active)
         self.log.info(
             "sampler.checkpoint_loaded", checkpoint_id=checkpoint_id, cached=len(self.cache)
@@ -130,6 +187,11 @@ class Sampler:
             # What the served student can do: 1 when it writes free text (a request may offer no
             # candidates), 0 when it only chooses among candidates, -1 before it is loaded.
             "active_free_text": self._active_free_text(),
+            **(
+                {f"engine_{k}": v for k, v in self.engine.summary().items()}
+                if self.engine is not None
+                else {}
+            ),
         }
 
     def _active_free_text(self) -> float:
@@ -155,9 +217,16 @@ class Sampler:
                 )
             except ValueError as exc:
                 raise PermanentError(str(exc)) from exc
-            out = await self.batcher.submit(checkpoint, (decision, regime, req.want_hidden))
+            engine = self.engine
+            if engine is not None and not decision.candidates and checkpoint in engine:
+                # Free text from the engine: it batches every episode's requests itself.
+                out = await engine.act(checkpoint, decision, regime, want_hidden=req.want_hidden)
+            else:
+                out = await self.batcher.submit(checkpoint, (decision, regime, req.want_hidden))
         except UnknownCheckpointError as exc:
             raise ServiceError("404", str(exc)) from exc
+        except EngineError as exc:
+            raise ServiceError("503", f"inference engine: {exc}") from exc
         except StudentError as exc:
             raise PermanentError(str(exc)) from exc
         except RegistryError as exc:

@@ -8,6 +8,7 @@ import torch
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
 from aios_rl.state.checkpoints import CheckpointRegistry
+from aios_rl.student.engine import LMEngine
 from contracts import ActRequest, ActResponse
 
 from . import __version__
@@ -15,10 +16,13 @@ from .handlers import Sampler
 from .settings import SamplerSettings
 
 
-def build(bus: Bus, settings: SamplerSettings) -> tuple[Service, Sampler]:
-    """The sampler service on ``bus`` (not yet running) and its state."""
+def build(
+    bus: Bus, settings: SamplerSettings, *, engine: LMEngine | None = None
+) -> tuple[Service, Sampler]:
+    """The sampler service on ``bus`` (not yet running) and its state; ``engine``: a started
+    inference engine to serve with (its owner closes it), instead of one of its own."""
     torch.set_num_threads(settings.torch_threads)
-    sampler = Sampler(CheckpointRegistry(bus), settings)
+    sampler = Sampler(CheckpointRegistry(bus), settings, engine=engine)
     svc = Service(
         bus,
         name="sampler",
@@ -51,5 +55,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             await svc.run()
         finally:
             await sampler.batcher.close()
+            if sampler.engine is not None and sampler.owns_engine:
+                await sampler.engine.close()
 
     run_service("sampler", settings, serve)

