@@ -101,6 +101,7 @@ LONGEST_FIRST = (
     "test_cli.py",
     "test_browser_env.py",
     "test_student_lm.py",
+    "test_engine_lm.py",
     "test_realrepo.py",
     "test_mixed.py",
     "test_cluster.py",
