@@ -559,8 +559,8 @@ STUDENTS = ("minilm", "tiny")
 
 LM_FULL = {
     "orchestrator": Settings(
-        seeds=(0, 1, 2), epochs=4, tasks_per_epoch=4, group_size=4, train_tasks=40,
-        heldout_tasks=16, learning_rate=5e-4,
+        seeds=(0, 1, 2), epochs=3, tasks_per_epoch=4, group_size=4, train_tasks=40,
+        heldout_tasks=12, learning_rate=5e-4,
     ),
     "shell": Settings(
         seeds=(0, 1, 2), epochs=3, tasks_per_epoch=4, group_size=4, train_tasks=40,
@@ -568,7 +568,7 @@ LM_FULL = {
     ),
 }  # fmt: skip
 """``--student lm``: small budgets (every decision is a 135M-parameter model's forward pass on
-two CPU cores); LoRA's learning rate 5e-4 (an order above the usual 1e-5-1e-4 of LLM RL, for
+two CPU cores: an orchestrator episode takes ~15 s); LoRA's learning rate 5e-4 (an order above the usual 1e-5-1e-4 of LLM RL, for
 so few updates), set once, not tuned."""
 LM_QUICK = {
     env: Settings(
