@@ -434,8 +434,9 @@ LOOP_PARTS = (
 )
 """What a benchmark would import to run episodes, epochs, updates or verdicts of its own: every
 benchmark that trains goes through the in-process kernel (``aios_rl.local``) instead."""
-UPDATE_BENCHES = {"bench/trainer.py", "bench/threads.py"}
-"""They time the update function itself (bare updates against the trainer service)."""
+UPDATE_BENCHES = {"bench/trainer.py", "bench/threads.py", "bench/lm.py"}
+"""They time the update function itself (bare updates against the trainer service; the lm
+student's token-level update in bench/lm.py)."""
 
 
 def loop_imports(path: Path) -> list[str]:
