@@ -513,3 +513,31 @@ def test_the_device_is_chosen_or_refused_clearly(tokenizer) -> None:
             student(tokenizer, device="cuda")
     with pytest.raises(StudentError, match="not a torch device"):
         student(tokenizer, device="abacus")
+
+
+@needs_transformers
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_candidates_scored_over_one_prompt_pass_match_the_full_passes(tokenizer, arch) -> None:
+    import copy
+
+    shared = student(tokenizer, arch)
+    full = copy.deepcopy(shared)
+    full.config = dataclasses.replace(full.config, share_prompt=False)
+    decisions = [*mixed_decisions(), Decision("the light shows red", ("press alpha",), seed=4)]
+    a, b = shared.act(decisions, Regime(1.0)), full.act(decisions, Regime(1.0))
+    for x, y in zip(a, b, strict=True):
+        assert x.action == y.action and x.logprob == pytest.approx(y.logprob, abs=1e-4)
+        assert x.value == pytest.approx(y.value, abs=1e-4)
+        assert x.token_entropies == pytest.approx(y.token_entropies, abs=1e-4)
+    actions = actions_of(a)
+    ev_shared, ev_full = shared.evaluate(decisions, actions), full.evaluate(decisions, actions)
+    assert torch.allclose(ev_shared.logprobs, ev_full.logprobs, atol=1e-4)
+    assert torch.equal(ev_shared.mask, ev_full.mask)
+    for p, q in zip(ev_shared.candidate_logprobs, ev_full.candidate_logprobs, strict=True):
+        assert torch.allclose(p, q, atol=1e-4)
+    # Gradients flow through the shared prompt pass as through the full ones.
+    ev_shared.logprobs.sum().backward()
+    ev_full.logprobs.sum().backward()
+    for (n, p), (_, q) in zip(shared.lm.named_parameters(), full.lm.named_parameters(), strict=True):
+        if p.grad is not None or q.grad is not None:
+            assert torch.allclose(p.grad, q.grad, atol=1e-4), n

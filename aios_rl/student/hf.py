@@ -79,6 +79,10 @@ class HFConfig:
     """Regimes at or below this temperature take the most likely candidate or token."""
     forward_batch: int = 64
     """Sequences per forward pass (a larger request runs in chunks)."""
+    share_prompt: bool = True
+    """Score a decision's candidates over one pass of its prompt (its KV cache repeated for each
+    candidate) instead of one pass of prompt and candidate per candidate: the same log-probs
+    (within float error), the prompt's cost paid once."""
     lora_rank: int = 0
     """LoRA rank through ``peft``; 0 (or ``peft`` missing) trains the full model."""
     lora_alpha: float = 16.0
@@ -390,14 +394,77 @@ class HFStudent(nn.Module):
             prompt_hidden=last,
         )
 
+    def _score_shared(self, prompt: list[int], actions: list[list[int]]) -> _Scored:
+        """:meth:`_score_chunk` for several actions after one prompt: the prompt runs once and
+        its KV cache is repeated for the actions (right-padded, so padding follows every real
+        token and changes none)."""
+        k = len(actions)
+        ids = torch.tensor([prompt], dtype=torch.long, device=self.device)
+        out = self.lm(input_ids=ids, use_cache=True, output_hidden_states=True)
+        if out.hidden_states is None:
+            raise StudentError("the model returns no hidden states, so it has no value estimate")
+        cache = out["cache"] if self._cache_arg == "cache" else out["past_key_values"]
+        cache.batch_repeat_interleave(k)
+        lengths = torch.tensor([len(a) for a in actions])
+        T = int(lengths.max())
+        padded = torch.full((k, T), self.pad_id, dtype=torch.long)
+        for i, a in enumerate(actions):
+            padded[i, : len(a)] = torch.tensor(a, dtype=torch.long)
+        P = len(prompt)
+        t = torch.arange(T)
+        mask = t.unsqueeze(0) < lengths.unsqueeze(1)
+        attention = torch.cat([torch.ones((k, P), dtype=torch.long), mask.long()], 1)
+        rest = self.lm(
+            input_ids=padded.to(self.device),
+            attention_mask=attention.to(self.device),
+            position_ids=(P + t).unsqueeze(0).expand(k, T).to(self.device),
+            use_cache=True,
+            **{self._cache_arg: cache},
+        )
+        # Action token 0 is predicted by the prompt's last logit, token j by the action's j-1.
+        first = out.logits[:, -1:].float().cpu().expand(k, 1, -1)
+        logits = torch.cat([first, rest.logits[:, : T - 1].float().cpu()], 1)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        token_logp = logp_all.gather(-1, padded.unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        last = out.hidden_states[-1][0, -1].float().cpu().unsqueeze(0).expand(k, -1)
+        zero = torch.zeros(())
+        return _Scored(
+            token_logp=torch.where(mask, token_logp, zero),
+            mask=mask,
+            token_entropy=torch.where(mask, entropy, zero),
+            prompt_hidden=last,
+        )
+
     def _score(self, prompts: list[list[int]], actions: list[list[int]]) -> _Scored:
-        """Teacher-forced log-probs of ``actions`` after ``prompts``, in chunks of
-        ``forward_batch`` sequences."""
+        """Teacher-forced log-probs of ``actions`` after ``prompts``: runs of rows with one
+        prompt (a decision's candidates) over a shared prompt pass (``share_prompt``), the rest
+        in chunks of ``forward_batch`` sequences."""
         step = self.config.forward_batch
-        parts = [
-            self._score_chunk(prompts[i : i + step], actions[i : i + step])
-            for i in range(0, len(prompts), step)
-        ]
+        parts: list[_Scored] = []
+        single: list[int] = []
+
+        def flush() -> None:
+            for i in range(0, len(single), step):
+                rows = single[i : i + step]
+                parts.append(
+                    self._score_chunk([prompts[r] for r in rows], [actions[r] for r in rows])
+                )
+            single.clear()
+
+        i = 0
+        while i < len(prompts):
+            j = i + 1
+            while j < len(prompts) and prompts[j] == prompts[i]:
+                j += 1
+            if self.config.share_prompt and j - i > 1:
+                flush()
+                for k in range(i, j, step):
+                    parts.append(self._score_shared(prompts[i], actions[k : min(j, k + step)]))
+            else:
+                single.extend(range(i, j))
+            i = j
+        flush()
         if len(parts) == 1:
             return parts[0]
         T = max(p.mask.shape[1] for p in parts)
@@ -471,6 +538,11 @@ class HFStudent(nn.Module):
         texts = [self.tokenizer.decode(w, skip_special_tokens=True) for w in written]
         return [t.removeprefix(self.config.action_prefix) for t in texts]
 
+    def _value(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The value head row by row (a matrix product may round each row differently by its
+        place in the batch; the same prompt must get the same value wherever it stands)."""
+        return (hidden * self.value_head.weight[0]).sum(-1) + self.value_head.bias[0]
+
     def _summary(self, hidden: torch.Tensor) -> torch.Tensor:
         unit = hidden / hidden.norm(dim=-1, keepdim=True).clamp(min=1e-6)
         return torch.tanh(unit @ self.summary_projection)
@@ -511,7 +583,7 @@ class HFStudent(nn.Module):
         scored = self._score(prompts, actions)
         seq_logp = scored.token_logp.sum(-1)
         first = torch.tensor([r.start for r in rows])
-        values = self.value_head(scored.prompt_hidden[first]).squeeze(-1)
+        values = self._value(scored.prompt_hidden[first])
         summary = self._summary(scored.prompt_hidden[first]) if want_hidden else None
         out: list[ActOutput] = []
         for i, d in enumerate(decisions):
@@ -605,7 +677,7 @@ class HFStudent(nn.Module):
             entropy=torch.stack(entropy),
             # The critic reads the policy's features but does not move them: a value loss through
             # a shared language model (and one clipped gradient norm) would drown the policy's.
-            values=self.value_head(scored.prompt_hidden[first].detach()).squeeze(-1),
+            values=self._value(scored.prompt_hidden[first].detach()),
             candidate_logprobs=candidate_logprobs,
         )
 
@@ -641,7 +713,7 @@ class HFStudent(nn.Module):
                 logits_to_keep=1,
             )
             last = out.hidden_states[-1][:, -1].float().cpu()
-            values.extend(float(v) for v in self.value_head(last).squeeze(-1))
+            values.extend(float(v) for v in self._value(last))
             summaries.extend([float(x) for x in row] for row in self._summary(last))
         return values, summaries
 
