@@ -87,16 +87,30 @@ def check_student(args: argparse.Namespace) -> None:
             raise CliError(f"--student {student}: {exc}") from exc
 
 
+LM_STUDENTS = ("hf", "lm")
+"""Students that are language models."""
+LM_ACT_TIMEOUT_S = 180.0
+"""The runners' ``act_timeout_s`` with a language-model student (30 s otherwise)."""
+
+
 def service_flags(args: argparse.Namespace) -> list[ServiceFlag]:
     """The flags ``--student``, ``--model-path`` and ``--teacher`` give the services of an
     embedded stack: the trainer's backend of the initial checkpoint and its model directory,
-    the gateway's default backend."""
+    the runners' act timeout for a language-model student, the gateway's default backend."""
     out: list[ServiceFlag] = []
     student = getattr(args, "student", None)
     model_path = getattr(args, "model_path", None)
     teacher = getattr(args, "teacher", None)
     if student is not None:
         out.append(ServiceFlag("trainer", "--backend", student, "--student"))
+    if student in LM_STUDENTS:
+        # A language model scores candidates in process (a pass over a long observation on a
+        # CPU core takes seconds, more while others run): give the runners' requests time.
+        out += [
+            ServiceFlag(name, "--act-timeout-s", f"{LM_ACT_TIMEOUT_S:g}", "--student")
+            for name in sorted(by_name())
+            if name.endswith("-runner")
+        ]
     if model_path is not None:
         resolved = str(Path(model_path).resolve())
         out.append(ServiceFlag("trainer", "--model-path", resolved, "--model-path"))
