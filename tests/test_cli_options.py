@@ -109,6 +109,11 @@ def test_every_training_option_is_reachable(command: list[str], tmp_path: Path) 
     assert opts["service_args"] == {
         "trainer": ["--backend", "hf", "--model-path", str(tmp_path.resolve())],
         "teacher-gateway": ["--default-backend", "claude"],
+        # a language model scores candidates in process: the runners wait longer for it
+        **{
+            runner: ["--act-timeout-s", "180"]
+            for runner in ("browser-runner", "orchestrator-runner", "shell-runner")
+        },
     }
     assert opts["scale"] == {"teacher-claude": 1}
     assert args.store == tmp_path / "store" and args.json
