@@ -163,6 +163,23 @@ class _Scored:
     """``[S, H]`` last hidden state at the prompt's last token (float32)."""
 
 
+def _scored(
+    logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, hidden: torch.Tensor
+) -> _Scored:
+    """``logits[s, t]`` predict ``targets[s, t]`` (float32, on the CPU): their log-probs and
+    entropies, zeroed beyond ``mask``."""
+    logp_all = torch.log_softmax(logits, dim=-1)
+    token_logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    zero = torch.zeros(())
+    return _Scored(
+        token_logp=torch.where(mask, token_logp, zero),
+        mask=mask,
+        token_entropy=torch.where(mask, entropy, zero),
+        prompt_hidden=hidden,
+    )
+
+
 class HFStudent(nn.Module):
     """A Hugging Face causal LM as a student backend (see module docstring).
 
@@ -372,27 +389,14 @@ class HFStudent(nn.Module):
             raise StudentError("the model returns no hidden states, so it has no value estimate")
         # Sequences are right-aligned: kept logit j sits at position width - T - 1 + j, and action
         # token t of a row with A tokens is predicted by kept logit T - A + t.
-        t = torch.arange(T)
-        mask = t.unsqueeze(0) < lengths.unsqueeze(1)
-        where = torch.where(mask, (T - lengths).unsqueeze(1) + t, 0)
+        targets, mask = self._targets(actions)
+        where = torch.where(mask, (T - lengths).unsqueeze(1) + torch.arange(T), 0)
         logits = out.logits[:, -(T + 1) :].float().cpu()
         picked = logits.gather(1, where.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
-        logp_all = torch.log_softmax(picked, dim=-1)
-        targets = torch.zeros((len(actions), T), dtype=torch.long)
-        for i, a in enumerate(actions):
-            targets[i, : len(a)] = torch.tensor(a, dtype=torch.long)
-        token_logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1)
         width = ids.shape[1]
         rows = torch.arange(len(actions))
         last = out.hidden_states[-1].cpu()[rows, width - lengths - 1].float()
-        zero = torch.zeros(())
-        return _Scored(
-            token_logp=torch.where(mask, token_logp, zero),
-            mask=mask,
-            token_entropy=torch.where(mask, entropy, zero),
-            prompt_hidden=last,
-        )
+        return _scored(picked, targets, mask, last)
 
     def _score_shared(self, prompt: list[int], actions: list[list[int]]) -> _Scored:
         """:meth:`_score_chunk` for several actions after one prompt: the prompt runs once and
@@ -405,14 +409,10 @@ class HFStudent(nn.Module):
             raise StudentError("the model returns no hidden states, so it has no value estimate")
         cache = out["cache"] if self._cache_arg == "cache" else out["past_key_values"]
         cache.batch_repeat_interleave(k)
-        lengths = torch.tensor([len(a) for a in actions])
-        T = int(lengths.max())
-        padded = torch.full((k, T), self.pad_id, dtype=torch.long)
-        for i, a in enumerate(actions):
-            padded[i, : len(a)] = torch.tensor(a, dtype=torch.long)
+        padded, mask = self._targets(actions)
+        T = padded.shape[1]
         P = len(prompt)
         t = torch.arange(T)
-        mask = t.unsqueeze(0) < lengths.unsqueeze(1)
         attention = torch.cat([torch.ones((k, P), dtype=torch.long), mask.long()], 1)
         rest = self.lm(
             input_ids=padded.to(self.device),
@@ -424,17 +424,18 @@ class HFStudent(nn.Module):
         # Action token 0 is predicted by the prompt's last logit, token j by the action's j-1.
         first = out.logits[:, -1:].float().cpu().expand(k, 1, -1)
         logits = torch.cat([first, rest.logits[:, : T - 1].float().cpu()], 1)
-        logp_all = torch.log_softmax(logits, dim=-1)
-        token_logp = logp_all.gather(-1, padded.unsqueeze(-1)).squeeze(-1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1)
         last = out.hidden_states[-1][0, -1].float().cpu().unsqueeze(0).expand(k, -1)
-        zero = torch.zeros(())
-        return _Scored(
-            token_logp=torch.where(mask, token_logp, zero),
-            mask=mask,
-            token_entropy=torch.where(mask, entropy, zero),
-            prompt_hidden=last,
-        )
+        return _scored(logits, padded, mask, last)
+
+    def _targets(self, actions: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actions' token ids right-padded (with the pad id) to the longest, and the mask of
+        real tokens."""
+        lengths = torch.tensor([len(a) for a in actions])
+        T = int(lengths.max())
+        padded = torch.full((len(actions), T), self.pad_id, dtype=torch.long)
+        for i, a in enumerate(actions):
+            padded[i, : len(a)] = torch.tensor(a, dtype=torch.long)
+        return padded, torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)
 
     def _score(self, prompts: list[list[int]], actions: list[list[int]]) -> _Scored:
         """Teacher-forced log-probs of ``actions`` after ``prompts``: runs of rows with one
