@@ -91,6 +91,14 @@ def test_every_unsuccessful_episode_gets_a_teacher(outcome: str) -> None:
     assert wants_teacher(ep, success_sample_rate=0.0, seed=0)
 
 
+@pytest.mark.parametrize("outcome", ["failure", "success"])
+def test_evaluation_episodes_never_reach_a_teacher(outcome: str) -> None:
+    ep = shell_episode("x", [RUN], outcome)  # type: ignore[arg-type]
+    assert wants_teacher(ep, success_sample_rate=1.0, seed=0)
+    held_out = msgspec.structs.replace(ep, role="eval")
+    assert not wants_teacher(held_out, success_sample_rate=1.0, seed=0)
+
+
 def test_pick_steps_keeps_the_start_and_the_end() -> None:
     assert pick_steps(5, 40) == [0, 1, 2, 3, 4]
     assert pick_steps(100, 8) == [0, 1, 94, 95, 96, 97, 98, 99]
@@ -227,18 +235,19 @@ async def taught_episodes(
 
 async def test_failed_shell_episode_gets_the_oracle_fix_as_hint(bus: Bus, names: Names) -> None:
     """The gateway and the oracle in process: hints name the true fix at every step that offered
-    it; a sampled-out success and an episode of an environment the oracle holds no ground truth
-    for pass too, each with its status."""
+    it; a sampled-out success, a failed evaluation episode (never judged) and an episode of an
+    environment the oracle holds no ground truth for pass too, each with its status."""
     await store_task(bus)
     svc, gw = gateway(bus, names, default_success_sample_rate=0.0)
     failed = shell_episode("ep-fail", [RUN, TEST_EDIT, SUBMIT])
     success = shell_episode("ep-ok", [FIX, SUBMIT], "success")
     browser = msgspec.structs.replace(shell_episode("ep-web", [RUN]), environment="beacon")
+    held_out = msgspec.structs.replace(shell_episode("ep-eval", [RUN, SUBMIT]), role="eval")
     async with stored(bus, names.episode("taught", "*")) as out, running(oracle(bus, names)):
         async with running(svc):
-            for ep in (failed, success, browser):
+            for ep in (failed, success, browser, held_out):
                 await publish(bus, ep)
-            got = {ep.episode_id: (ep, h) async for ep, h, _ in taught_episodes(out, 3)}
+            got = {ep.episode_id: (ep, h) async for ep, h, _ in taught_episodes(out, 4)}
     ep, headers = got["ep-fail"]
     assert headers[MSG_ID_HEADER] == "ep-fail:taught"
     assert ep.teacher_status == "ok" and "taught" in ep.timings.stages
@@ -261,7 +270,9 @@ async def test_failed_shell_episode_gets_the_oracle_fix_as_hint(bus: Bus, names:
     web, _ = got["ep-web"]
     assert web.teacher_status == "ok" and web.teacher_signal is not None
     assert (web.teacher_signal.verdict, web.teacher_signal.score) == ("unsure", 0.0)
-    assert gw.stats()["status_ok"] == 2 and gw.stats()["status_skipped"] == 1
+    evaluated, _ = got["ep-eval"]
+    assert (evaluated.teacher_status, evaluated.teacher_signal) == ("skipped", None)
+    assert gw.stats()["status_ok"] == 2 and gw.stats()["status_skipped"] == 2
 
 
 async def test_gateway_and_oracle_as_processes(bus: Bus, nats_url: str, names: Names) -> None:

@@ -71,9 +71,13 @@ def sample_point(episode_id: str, seed: int) -> float:
 
 
 def wants_teacher(episode: Episode, *, success_sample_rate: float, seed: int) -> bool:
-    """Every episode that did not succeed; a successful one when its :func:`sample_point` falls
-    below ``success_sample_rate`` (so the same episode is always decided the same way, and about
-    that share of successes is picked)."""
+    """Never an evaluation episode (a held-out score is the environment's alone: no teacher
+    judges it, so its reward carries no shaping); every other episode that did not succeed; a
+    successful one when its :func:`sample_point` falls below ``success_sample_rate`` (so the
+    same episode is always decided the same way, and about that share of successes is
+    picked)."""
+    if episode.role == "eval":
+        return False
     if episode.outcome != "success":
         return True
     return sample_point(episode.episode_id, seed) < success_sample_rate
