@@ -38,7 +38,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ from rich.console import Console
 
 from aios_rl.state.checkpoints import CheckpointRegistry
 from aios_rl.stats import quantile
-from aios_rl.student import Decision, Regime
+from aios_rl.student import ActOutput, Decision, Regime
 from aios_rl.student.engine import EngineConfig, LMEngine
 from aios_rl.student.lm import LMStudent, model_dir
 from aios_rl.student.train import UpdateConfig, build_batch, update
@@ -215,11 +215,10 @@ async def moves(
     return result
 
 
-async def training(s: Settings, engine: LMEngine, student: LMStudent) -> dict[str, float]:
-    ds = decisions(s.train_samples, offset=500)
-    engine.register("train", student)
-    outs = await asyncio.gather(*(engine.act("train", d, Regime(1.0)) for d in ds))
-    episodes = [
+def engine_episodes(ds: Sequence[Decision], outs: Sequence[ActOutput]) -> list[Episode]:
+    """One-step shell episodes from the engine's answers to ``ds``, in groups of 4 (one task
+    each), rewards alternating 0 and 1 so every group has an advantage to learn from."""
+    return [
         Episode(
             episode_id=f"t{i}",
             environment="shell",
@@ -240,6 +239,13 @@ async def training(s: Settings, engine: LMEngine, student: LMStudent) -> dict[st
         )
         for i, (d, o) in enumerate(zip(ds, outs, strict=True))
     ]
+
+
+async def training(s: Settings, engine: LMEngine, student: LMStudent) -> dict[str, float]:
+    ds = decisions(s.train_samples, offset=500)
+    engine.register("train", student)
+    outs = await asyncio.gather(*(engine.act("train", d, Regime(1.0)) for d in ds))
+    episodes = engine_episodes(ds, outs)
     config = UpdateConfig(learning_rate=1e-4, update_epochs=1, minibatch_size=8)
     tokens = sum(
         len(student.prompt_ids(d)) + len(o.token_ids) for d, o in zip(ds, outs, strict=True)

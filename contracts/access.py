@@ -56,7 +56,16 @@ __all__ = [
 ADMIN = "admin"
 """The unrestricted user: ``aios-rl up`` (which provisions the topology) and the command line."""
 
-TEACHER_BACKENDS = ("oracle", "claude", "codex", "gemini", "opencode", "openai", "ts")
+TEACHER_BACKENDS = (
+    "oracle",
+    "noisy-oracle",
+    "claude",
+    "codex",
+    "gemini",
+    "opencode",
+    "openai",
+    "ts",
+)
 """The teacher backends the stack deploys, each as the service ``teacher-<backend>``."""
 
 _JS = "$JS.API"

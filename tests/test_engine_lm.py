@@ -33,7 +33,8 @@ from aios_rl.student.engine import (
 )
 from aios_rl.student.lm import LMStudent, model_dir
 from aios_rl.student.train import UpdateConfig, build_batch, update
-from contracts import ActRequest, Episode, Names, RolloutJob, TrajectoryStep
+from bench.lm import engine_episodes
+from contracts import ActRequest, Names, RolloutJob
 from services.runner.main import build as build_runner
 from services.runner.main import provision_runner
 from services.sampler.main import build as build_sampler
@@ -136,27 +137,7 @@ async def test_the_engines_tokens_are_the_trainers(engine: LMEngine, lm: LMStude
         trainer = ev.logprobs[i][ev.mask[i]]
         assert (trainer - torch.tensor(o.token_logprobs)).abs().max() < 1e-3
     # The trainer's update on these episodes sees ratio 1 for every on-policy token.
-    episodes = [
-        Episode(
-            episode_id=f"e{i}",
-            environment="shell",
-            task_id="t",
-            group_id="g",
-            trajectory=[
-                TrajectoryStep(
-                    index=0,
-                    observation=SHELL,
-                    action=o.action,
-                    logprob=o.logprob,
-                    token_ids=o.token_ids,
-                    token_logprobs=o.token_logprobs,
-                )
-            ],
-            env_reward=float(i % 2),
-            reward=float(i % 2),
-        )
-        for i, o in enumerate(outs)
-    ]
+    episodes = engine_episodes(decisions, outs)
     config = UpdateConfig(learning_rate=1e-4, update_epochs=1, minibatch_size=8)
     batch = build_batch(episodes, config=config, free_text=True)
     assert all(s.token_level for s in batch.policy)

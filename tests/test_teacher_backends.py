@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from aios_rl.bus import Bus, RemoteError
+from aios_rl.bus import Bus, NoResponders, RemoteError
 from aios_rl.envs.orchestrator import baselines, importer, sim
 from aios_rl.envs.orchestrator.tasks import with_id
 from aios_rl.envs.registry import task_store
@@ -38,7 +38,13 @@ from services.teacher_cli.settings import CliTeacherSettings
 from services.teacher_openai.logic import chat_body
 from services.teacher_openai.main import build as build_openai
 from services.teacher_openai.settings import OpenAITeacherSettings
-from services.teacher_oracle.logic import judge, judge_agentbench, judge_orchestrator
+from services.teacher_oracle.logic import (
+    NOISY_BACKEND,
+    garble,
+    judge,
+    judge_agentbench,
+    judge_orchestrator,
+)
 from services.teacher_oracle.main import build as build_oracle
 from services.teacher_oracle.settings import OracleSettings
 from tests.support import running
@@ -161,6 +167,49 @@ def test_oracle_without_the_fix_on_offer() -> None:
     )
     sig = judge(request([RUN]), no_fix)
     assert (sig.verdict, sig.score, sig.boundary, sig.hints) == ("unsure", 0.0, True, [])
+
+
+# -- the noisy oracle, pure -------------------------------------------------------------------------
+
+
+def test_noisy_oracle_is_wrong_at_its_rate_and_never_right_by_accident() -> None:
+    """Each hint is wrong with probability 1 - accuracy (another candidate than the true one),
+    each verdict too (score negated, correct and incorrect swapped); the same episode is
+    garbled the same way every time."""
+    actions = [RUN, TEST_EDIT, WRONG, SUBMIT]
+    hints = verdicts = flipped = total = 0
+    for i in range(600):
+        req = msgspec.structs.replace(request(actions), episode_id=f"e{i}")
+        truth = judge(req, TASK)
+        noisy = garble(truth, req, accuracy=0.7, seed=1)
+        assert noisy == garble(truth, req, accuracy=0.7, seed=1)
+        assert noisy.backend == NOISY_BACKEND and noisy.boundary == truth.boundary
+        assert [h.step for h in noisy.hints] == [h.step for h in truth.hints]
+        for h in noisy.hints:
+            total += 1
+            if h.better_action != FIX:
+                hints += 1
+                assert h.better_action in ALL
+        if noisy.score != truth.score:
+            flipped += 1
+            assert (noisy.score, noisy.verdict) == (-truth.score, "correct")
+            assert "noisy-oracle: verdict wrong" in noisy.rationale
+        verdicts += 1
+    assert 0.25 < hints / total < 0.35
+    assert 0.25 < flipped / verdicts < 0.35
+    req = request(actions)
+    truth = judge(req, TASK)
+    assert garble(truth, req, accuracy=1.0).hints == truth.hints
+    assert all(h.better_action != FIX for h in garble(truth, req, accuracy=0.0).hints)
+    assert garble(truth, req, accuracy=0.0).score == -truth.score
+    assert garble(truth, req, accuracy=0.5, seed=1) != garble(truth, req, accuracy=0.5, seed=2)
+    # A step with nothing else on offer loses its hint; an unsure verdict has no wrong side.
+    alone = request([RUN], offered=[FIX])
+    assert garble(judge(alone, TASK), alone, accuracy=0.0).hints == []
+    blocked = request([RUN], "blocked")
+    assert garble(judge(blocked, TASK), blocked, accuracy=0.0).verdict == "unsure"
+    with pytest.raises(ValueError, match="accuracy must be within"):
+        garble(truth, req, accuracy=1.5)
 
 
 # -- the oracle's judgement of orchestrator runs, pure ------------------------------------------
@@ -473,6 +522,24 @@ async def test_oracle_reads_ground_truth_from_the_tasks_store(bus: Bus, names: N
     assert corrupt.value.code == "422" and "not a ShellTask" in corrupt.value.description
     assert bad_id.value.code == "422"
     assert oracle.stats() == {"answered": 5.0, "cached_tasks": 1.0, "missing_tasks": 2.0}
+
+
+async def test_the_noisy_oracle_is_a_backend_of_its_own(bus: Bus, names: Names) -> None:
+    """Below full accuracy the oracle answers ``teacher.request.noisy-oracle`` (the true oracle's
+    subject stays silent) with the garbled judgement."""
+    settings = OracleSettings(namespace=names.namespace, accuracy=0.0, noise_seed=3)
+    assert settings.backend == "noisy-oracle"
+    svc, _ = build_oracle(bus, settings)
+    await store_task(bus)
+    req = request([RUN, TEST_EDIT])
+    async with running(svc):
+        sig = await ask(bus, "noisy-oracle", req)
+        with pytest.raises(NoResponders):
+            await ask(bus, "oracle", req, timeout=2.0)
+    assert sig == garble(judge(req, TASK), req, accuracy=0.0, seed=3)
+    assert sig.backend == "noisy-oracle" and all(h.better_action != FIX for h in sig.hints)
+    with pytest.raises(ValueError, match="accuracy must be within"):
+        OracleSettings(namespace=names.namespace, accuracy=-0.1)
 
 
 # -- teacher-<cli> ---------------------------------------------------------------------------------------

@@ -71,6 +71,14 @@ SERVICES: tuple[ServiceEntry, ...] = (
         "teacher from ground truth: hints the true fix of generated shell tasks (the default backend)",
     ),
     ServiceEntry(
+        "teacher-noisy-oracle",
+        "services.teacher_oracle",
+        "fallible teacher: the oracle with each hint and verdict wrong 30 % of the time "
+        "(--accuracy), to measure learning against teacher quality",
+        args=("--accuracy", "0.7"),
+        replicas=0,
+    ),
+    ServiceEntry(
         "teacher-claude",
         "services.teacher_cli.claude",
         "teacher: the claude CLI, a subprocess per request (needs claude on PATH)",

@@ -371,29 +371,34 @@ class HFStudent(nn.Module):
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         return ids.to(self.device), attention.to(self.device), positions.to(self.device)
 
-    def _score_chunk(self, prompts: list[list[int]], actions: list[list[int]]) -> _Scored:
-        ids, attention, positions = self._left_padded(
-            [p + a for p, a in zip(prompts, actions, strict=True)]
-        )
-        lengths = torch.tensor([len(a) for a in actions])
-        T = int(lengths.max())
+    def _forward_left(self, seqs: Sequence[list[int]], keep: int) -> tuple[Any, int]:
+        """One pass over ``seqs`` left-padded, keeping the last ``keep`` logits and the hidden
+        states; with the padded width."""
+        ids, attention, positions = self._left_padded(seqs)
         out = self.lm(
             input_ids=ids,
             attention_mask=attention,
             position_ids=positions,
             output_hidden_states=True,
             use_cache=False,
-            logits_to_keep=T + 1,
+            logits_to_keep=keep,
         )
         if out.hidden_states is None:
             raise StudentError("the model returns no hidden states, so it has no value estimate")
+        return out, ids.shape[1]
+
+    def _score_chunk(self, prompts: list[list[int]], actions: list[list[int]]) -> _Scored:
+        lengths = torch.tensor([len(a) for a in actions])
+        T = int(lengths.max())
+        out, width = self._forward_left(
+            [p + a for p, a in zip(prompts, actions, strict=True)], T + 1
+        )
         # Sequences are right-aligned: kept logit j sits at position width - T - 1 + j, and action
         # token t of a row with A tokens is predicted by kept logit T - A + t.
         targets, mask = self._targets(actions)
         where = torch.where(mask, (T - lengths).unsqueeze(1) + torch.arange(T), 0)
         logits = out.logits[:, -(T + 1) :].float().cpu()
         picked = logits.gather(1, where.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
-        width = ids.shape[1]
         rows = torch.arange(len(actions))
         last = out.hidden_states[-1].cpu()[rows, width - lengths - 1].float()
         return _scored(picked, targets, mask, last)
@@ -704,15 +709,7 @@ class HFStudent(nn.Module):
         summaries: list[list[float]] = []
         step = self.config.forward_batch
         for k in range(0, len(prompts), step):
-            ids, attention, positions = self._left_padded(prompts[k : k + step])
-            out = self.lm(
-                input_ids=ids,
-                attention_mask=attention,
-                position_ids=positions,
-                output_hidden_states=True,
-                use_cache=False,
-                logits_to_keep=1,
-            )
+            out, _ = self._forward_left(prompts[k : k + step], 1)
             last = out.hidden_states[-1][:, -1].float().cpu()
             values.extend(float(v) for v in self._value(last))
             summaries.extend([float(x) for x in row] for row in self._summary(last))

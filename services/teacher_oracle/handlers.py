@@ -20,12 +20,20 @@ from contracts import (
     TeacherSignal,
 )
 
-from .logic import judge, judge_agentbench, judge_browser, judge_orchestrator, not_judged
+from .logic import (
+    garble,
+    judge,
+    judge_agentbench,
+    judge_browser,
+    judge_orchestrator,
+    not_judged,
+)
 from .settings import OracleSettings
 
 
 class Oracle:
-    """Answers ``teacher.request.oracle`` with judgements from ground truth."""
+    """Answers ``teacher.request.oracle`` with judgements from ground truth (garbled at the
+    settings' accuracy below 1: ``teacher.request.noisy-oracle``)."""
 
     def __init__(self, bus: Bus, settings: OracleSettings) -> None:
         self.bus = bus
@@ -42,6 +50,8 @@ class Oracle:
             env: OrderedDict() for env in self.agentbench_stores
         }
         self.capacity = settings.task_cache_size
+        self.accuracy = settings.accuracy
+        self.noise_seed = settings.noise_seed
         self.answered = 0
         self.missing_tasks = 0
         self.log = get_logger()
@@ -108,6 +118,8 @@ class Oracle:
                 f"the oracle holds ground truth for shell, browser, orchestrator and AgentBench "
                 f"tasks, not {req.environment}",
             )
+        if self.accuracy < 1.0:
+            signal = garble(signal, req, accuracy=self.accuracy, seed=self.noise_seed)
         self.answered += 1
         self.log.debug(
             "oracle.answered",

@@ -78,6 +78,11 @@ shaping).
 
 from __future__ import annotations
 
+import hashlib
+import random
+
+import msgspec
+
 from aios_rl.envs.agentbench.db import MODIFYING, parse_action, reference_turns
 from aios_rl.envs.agentbench.os import parse_os_action, problem, reference_action
 from aios_rl.envs.browser.actions import (
@@ -105,6 +110,8 @@ from contracts import (
 
 __all__ = [
     "BACKEND",
+    "NOISY_BACKEND",
+    "garble",
     "judge",
     "judge_agentbench",
     "judge_browser",
@@ -113,6 +120,9 @@ __all__ = [
 ]
 
 BACKEND = "oracle"
+NOISY_BACKEND = "noisy-oracle"
+"""The oracle made fallible (:func:`garble`): a stand-in for a real teacher, which does not know
+the answers and is sometimes wrong."""
 
 
 def not_judged(req: TeacherRequest, reason: str) -> TeacherSignal:
@@ -445,4 +455,53 @@ def judge_agentbench(
         return TeacherSignal(backend=BACKEND, verdict="correct", score=1.0, rationale=where)
     return TeacherSignal(
         backend=BACKEND, verdict="incorrect", score=-0.5, hints=hints, rationale=where
+    )
+
+
+_FLIPPED = {"correct": "incorrect", "incorrect": "correct"}
+
+
+def garble(
+    signal: TeacherSignal, req: TeacherRequest, *, accuracy: float, seed: int = 0
+) -> TeacherSignal:
+    """The oracle's ``signal`` as a teacher right with probability ``accuracy`` would give it
+    (the ``noisy-oracle`` backend). Each hint is, with probability ``1 - accuracy``, replaced
+    by a wrong action: one of the step's other candidates, drawn uniformly (a step with no
+    other candidate loses the hint: there is nothing wrong to say). The verdict is, with the
+    same probability, wrong: its score negated, ``correct`` and ``incorrect`` swapped
+    (``unsure`` and a score of 0 have no wrong side). Boundary flags stay: whether a case is
+    ambiguous is the episode's, not the teacher's. Every draw is fixed by ``seed``, the episode
+    and the step, so the same episode is garbled the same way each time it is asked about.
+    Raises ``ValueError`` for an accuracy outside [0, 1]."""
+    if not 0.0 <= accuracy <= 1.0:
+        raise ValueError(f"accuracy must be within [0, 1], got {accuracy!r}")
+    by_index = {s.index: s for s in req.steps}
+
+    def wrong(what: str) -> bool:
+        draw = hashlib.sha256(f"{seed}:{req.episode_id}:{what}".encode()).digest()
+        return int.from_bytes(draw[:8], "big") / 2**64 >= accuracy
+
+    hints: list[TeacherHint] = []
+    garbled = 0
+    for h in signal.hints:
+        if h.better_action is None or not wrong(f"hint:{h.step}"):
+            hints.append(h)
+            continue
+        garbled += 1
+        step = by_index.get(h.step)
+        others = [c for c in (step.candidates if step else []) if c != h.better_action]
+        if others:
+            pick = random.Random(f"{seed}:{req.episode_id}:pick:{h.step}").choice(others)
+            hints.append(msgspec.structs.replace(h, better_action=pick, note=""))
+    flip = signal.score != 0.0 and wrong("verdict")
+    notes = [f"{garbled} of {len(signal.hints)} hints wrong"] if garbled else []
+    if flip:
+        notes.append("verdict wrong")
+    return msgspec.structs.replace(
+        signal,
+        backend=NOISY_BACKEND,
+        hints=hints,
+        score=-signal.score if flip else signal.score,
+        verdict=_FLIPPED.get(signal.verdict, signal.verdict) if flip else signal.verdict,  # type: ignore[arg-type]
+        rationale="; ".join([signal.rationale, *(f"noisy-oracle: {n}" for n in notes)]).strip("; "),
     )

@@ -13,21 +13,28 @@ from .logic import BACKEND
 from .settings import OracleSettings
 
 NAME = f"teacher-{BACKEND}"
+"""The service's name at full accuracy (``teacher-noisy-oracle`` below it)."""
 
 
 def build(bus: Bus, settings: OracleSettings) -> tuple[Service, Oracle]:
     """The oracle teacher on ``bus`` (not yet running) and its state."""
     oracle = Oracle(bus, settings)
+    noisy = settings.backend != BACKEND
     svc = Service(
         bus,
-        name=NAME,
+        name=f"teacher-{settings.backend}",
         version=__version__,
         shutdown_grace_s=settings.shutdown_grace_s,
-        description="Teacher from ground truth: hints the true fix of generated shell tasks.",
+        description=(
+            f"Fallible teacher: the oracle's answers, each hint and verdict wrong with "
+            f"probability {1 - settings.accuracy:g}."
+            if noisy
+            else "Teacher from ground truth: hints the true fix of generated shell tasks."
+        ),
     )
     svc.endpoint(
         "judge",
-        bus.names.teacher_request(BACKEND),
+        bus.names.teacher_request(settings.backend),
         TeacherRequest,
         oracle.answer,
         concurrency=settings.concurrency,
@@ -39,4 +46,4 @@ def build(bus: Bus, settings: OracleSettings) -> tuple[Service, Oracle]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(OracleSettings, argv, prog="aios-rl-teacher-oracle")
-    run_service(NAME, settings, lambda bus: build(bus, settings)[0].run())
+    run_service(f"teacher-{settings.backend}", settings, lambda bus: build(bus, settings)[0].run())
