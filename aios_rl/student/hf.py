@@ -409,7 +409,7 @@ class HFStudent(nn.Module):
         token and changes none)."""
         k = len(actions)
         ids = torch.tensor([prompt], dtype=torch.long, device=self.device)
-        out = self.lm(input_ids=ids, use_cache=True, output_hidden_states=True)
+        out = self.lm(input_ids=ids, use_cache=True, output_hidden_states=True, logits_to_keep=1)
         if out.hidden_states is None:
             raise StudentError("the model returns no hidden states, so it has no value estimate")
         cache = out["cache"] if self._cache_arg == "cache" else out["past_key_values"]
