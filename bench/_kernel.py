@@ -50,6 +50,7 @@ from contracts import (
 from services.teacher_oracle.logic import judge, judge_browser, judge_orchestrator
 
 __all__ = [
+    "ORACLE_DISTILL",
     "RolloutsFor",
     "Settings",
     "Task",
@@ -268,10 +269,17 @@ class Settings:
     """Episodes run at once (the environments' work overlaps; the student's calls serialised)."""
 
 
+ORACLE_DISTILL = {"distill_coef": 0.5}
+"""How the learning benchmarks on main were measured: the oracle's hints distilled at weight 0.5
+(the trainer's default until distillation became opt-in). The oracle knows every answer, so a
+gain under it is imitation of the answer key, not learning from reward."""
+
+
 def spec_for(env: str, seed: int, s: Settings, trainer: dict | None = None) -> CampaignSpec:
     """The campaign a seed's training is: uniform GRPO groups of ``group_size`` at temperature
     1 on ``tasks_per_epoch`` train tasks an epoch (the campaign's ``sample_tasks``, seeded by
-    (seed, epoch)), no reference runs, the trainer settings with ``s.learning_rate``."""
+    (seed, epoch)), no reference runs, the trainer settings with ``s.learning_rate`` and
+    :data:`ORACLE_DISTILL` unless ``trainer`` sets ``distill_coef``."""
     return CampaignSpec(
         campaign_id=f"learning-{env}-s{seed}",
         environments={env: 1.0},
@@ -280,7 +288,9 @@ def spec_for(env: str, seed: int, s: Settings, trainer: dict | None = None) -> C
         epochs=s.epochs,
         rollout_strategy="uniform",
         regime=DecodingRegime(temperature=1.0),
-        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed, **(trainer or {})),
+        trainer=TrainerSettings(
+            learning_rate=s.learning_rate, seed=seed, **{**ORACLE_DISTILL, **(trainer or {})}
+        ),
         split="train",
         seed=seed,
         reference_runs=0,

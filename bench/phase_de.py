@@ -70,7 +70,7 @@ from aios_rl.local import LocalPolicy, Rollouts, collect_epoch, runner_settings,
 from aios_rl.stats import Interval, bootstrap_mean, paired_difference, stratified_mean, wilson
 from aios_rl.student import load_student, new_student
 from bench import _common
-from bench._kernel import RolloutsFor, Task, score, taught
+from bench._kernel import ORACLE_DISTILL, RolloutsFor, Task, score, taught
 from contracts import (
     BrowserTask,
     CampaignSpec,
@@ -228,7 +228,7 @@ def student_spec(name: str, shares: Mapping[str, float], seed: int, s: Settings)
         epochs=s.epochs,
         rollout_strategy="uniform",
         regime=DecodingRegime(temperature=1.0),
-        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed),
+        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed, **ORACLE_DISTILL),
         split="train",
         seed=seed,
         reference_runs=0,

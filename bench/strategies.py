@@ -66,7 +66,7 @@ from aios_rl.rollouts import (
 from aios_rl.stats import paired_difference, wilson
 from aios_rl.student import load_student, new_student
 from bench import _common
-from bench._kernel import score, shell_rollouts, shell_splits, train_run
+from bench._kernel import ORACLE_DISTILL, score, shell_rollouts, shell_splits, train_run
 from contracts import (
     BranchingSettings,
     CampaignSpec,
@@ -143,7 +143,7 @@ def arm_spec(arm: Arm, seed: int, s: Settings) -> CampaignSpec:
         epochs=s.epochs,
         rollout_strategy=arm.strategy,
         branching=arm.branching,
-        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed),
+        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed, **ORACLE_DISTILL),
         seed=seed,
         reference_runs=0,
     )

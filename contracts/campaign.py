@@ -47,7 +47,13 @@ class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
     clip_low: float = 0.2
     clip_high: float = 0.28
     kl_coef: float = 0.01
-    distill_coef: float = 0.5
+    distill_coef: float = 0.0
+    """Distillation toward teacher hints (cross-entropy on the action a teacher named); 0, the
+    default: off, the student learns from reward (the environment's, plus the reward service's
+    teacher shaping when a teacher judges)."""
+    imitation_coef: float = 0.5
+    """Imitation of the positive replay lane (the student's own best episodes: a reward signal,
+    not a teacher's), in offline and mixed updates."""
     offline_fraction: float = 0.0
     """Share of each update drawn from replay rather than this epoch's fresh groups."""
     seed: int = 0
@@ -349,6 +355,8 @@ class CampaignStatus(Message, frozen=True, kw_only=True):
     """Transient errors (NATS outages, services restarting) it retried through."""
     last_error: str = ""
     """The last of those errors."""
+    trainer: TrainerSettings | None = None
+    """The campaign's trainer settings (what its updates learn from: ``distill_coef``)."""
 
 
 class CampaignEvent(Message, frozen=True, kw_only=True):

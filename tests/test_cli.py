@@ -67,6 +67,7 @@ async def _line(stream: asyncio.StreamReader, timeout: float = 15.0) -> str:
         (["tap"], "the following arguments are required"),
         (["shell", "eval", "--limit", "0"], "must be at least 1"),
         (["shell", "train", "--learning-rate", "2"], "must be between 0 and 1"),
+        (["train", "--distill", "-1"], "must be between 0 and 100"),
         (["shell", "eval", "--split", "nope"], "invalid choice: 'nope'"),
     ],
 )
@@ -274,6 +275,7 @@ async def test_the_users_journey_shares_one_store(tmp_path: Path) -> None:
     campaign = out.split("campaign demo-", 1)[1].split()[0]
     campaign = f"demo-{campaign}"
     assert "next: aios-rl eval" in out
+    assert "learns from: environment reward; teacher shaping: yes (oracle" in out
     code, out, err = await _run(
         "eval", "--limit", "4", "--json", "--store", store, "--nats-url", url, timeout=600
     )
@@ -298,6 +300,7 @@ async def test_the_users_journey_shares_one_store(tmp_path: Path) -> None:
     code, out, err = await _run("campaign", "status", "--store", store, "--nats-url", url)
     assert code == 0, err
     assert f"campaign {campaign}: finished" in out
+    assert "hint distillation: off" in out  # the demo learns from reward
     code, out, err = await _run(
         "report", "--json", "--out", str(tmp_path / "report"), "--store", store, "--nats-url", url
     )

@@ -31,6 +31,7 @@ from aios_rl.cli._training import (
 )
 from aios_rl.cli.engine import ensure_tasks
 from aios_rl.cli.environments import generate_tasks
+from aios_rl.cli.report import learning_signals, signals_line
 from aios_rl.envs import registry
 from aios_rl.rollouts.epoch import sample_tasks
 from aios_rl.stack.auth import prepare
@@ -50,6 +51,7 @@ from contracts import (
     EpochRecord,
     GatewaySettings,
     Names,
+    TrainerSettings,
 )
 from services.trainer.settings import TrainerServiceSettings
 
@@ -97,6 +99,7 @@ def test_every_training_option_is_reachable(command: list[str], tmp_path: Path) 
         "--split", "real",
         "--teacher", "claude",
         "--learning-rate", "0.01",
+        "--distill", "0.5",
         "--group-size", "3",
         "--tasks-per-epoch", "5",
         "--store", str(tmp_path / "store"),
@@ -104,6 +107,7 @@ def test_every_training_option_is_reachable(command: list[str], tmp_path: Path) 
     )  # fmt: skip
     spec = campaign_spec(args, "c", {"shell": 1.0})
     assert (spec.trainer.algorithm, spec.trainer.learning_rate) == ("ppo", 0.01)
+    assert spec.trainer.distill_coef == 0.5
     assert (spec.group_size, spec.tasks_per_epoch, spec.split) == (3, 5, "real")
     opts = embedded_options(args)
     assert opts["service_args"] == {
@@ -119,11 +123,30 @@ def test_every_training_option_is_reachable(command: list[str], tmp_path: Path) 
     assert args.store == tmp_path / "store" and args.json
 
 
+def test_every_signal_a_student_learns_from_is_named() -> None:
+    plain = TrainerSettings()
+    assert learning_signals(plain, "oracle") == {
+        "environment_reward": "yes",
+        "teacher_shaping": "yes (oracle, which knows the answers)",
+        "hint_distillation": "off",
+    }
+    distilled = TrainerSettings(distill_coef=0.5)
+    assert learning_signals(distilled, "noisy-oracle")["hint_distillation"] == (
+        "weight 0.5 (noisy-oracle)"
+    )
+    alone = learning_signals(distilled, "none")  # no teacher: nothing shapes, nothing to distil
+    assert (alone["teacher_shaping"], alone["hint_distillation"]) == ("no (no teacher)", "off")
+    assert signals_line(plain, "openai") == (
+        "learns from: environment reward; teacher shaping: yes (openai); hint distillation: off"
+    )
+
+
 def test_defaults_and_the_data_dir_alias(monkeypatch: pytest.MonkeyPatch) -> None:
     args = parse("train", "--data-dir", "elsewhere")
     assert args.store == Path("elsewhere")
     spec = campaign_spec(args, "c", {"shell": 1.0})
     assert (spec.trainer.algorithm, spec.split) == ("grpo", "train")
+    assert spec.trainer.distill_coef == 0.0  # learning from reward unless asked
     assert embedded_options(args) == {"service_args": {}, "scale": {}}
     assert teacher_needs(args) == set()
     monkeypatch.setenv("AIOS_STORE", "from-env")
@@ -461,8 +484,14 @@ async def test_read_commands_serve_the_store_when_no_server_runs(tmp_path: Path)
     code, out, err = await aios("campaign", "status", *nowhere)  # the newest campaign
     assert code == 0, err
     assert "campaign camp-1: finished" in out and "promote" in out
+    # What its updates learned from: no gateway key written, so the gateway's default teacher.
+    assert (
+        "learns from: environment reward; teacher shaping: yes (oracle, which knows the "
+        "answers); hint distillation: off" in out
+    )
     code, out, err = await aios("campaign", "status", "camp-1", "--json", *nowhere)
     assert code == 0 and json.loads(out)["state"] == "finished", err
+    assert json.loads(out)["learned_from"]["hint_distillation"] == "off"
     code, out, err = await aios("rail", "status", *nowhere)
     assert code == 0 and "no RAIL controller yet" in out, err
     code, _out, err = await aios("services", *nowhere)

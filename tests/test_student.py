@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 
+import msgspec
 import pytest
 import torch
 
@@ -18,8 +19,8 @@ from aios_rl.student.losses import (
     kl_penalty,
 )
 from aios_rl.student.tiny import sample_index
-from aios_rl.student.train import UpdateConfig, build_batch, update
-from contracts import Episode, TeacherHint, TeacherSignal, TrajectoryStep
+from aios_rl.student.train import UpdateConfig, build_batch, update, update_config
+from contracts import Episode, TeacherHint, TeacherSignal, TrainerSettings, TrajectoryStep
 
 from .toytask import ToyTask
 
@@ -210,7 +211,7 @@ def _episode(obs: str, cands: list[str], chosen: int, reward: float, **kw) -> Ep
     )
 
 
-def test_teacher_hints_and_positive_lane_distil_toward_the_better_action() -> None:
+def _hinted_batch_parts() -> tuple[Episode, Episode, Episode]:
     cands = ["apply edit 1", "apply edit 2", "apply edit 3"]
     hinted = _episode(
         "failing test in clamp",
@@ -233,15 +234,43 @@ def test_teacher_hints_and_positive_lane_distil_toward_the_better_action() -> No
         ),
     )
     positive = _episode("wrong slice in window", cands, 2, 1.0)
+    return hinted, boundary, positive
+
+
+def test_teacher_hints_distil_and_the_positive_lane_is_imitated() -> None:
+    hinted, boundary, positive = _hinted_batch_parts()
     config = UpdateConfig(distill_coef=1.0, update_epochs=20, learning_rate=1e-2)
     batch = build_batch([hinted, boundary], config=config, positive=[positive])
-    assert sorted(i for _, i in batch.distill) == [1, 2]  # the boundary case never teaches
+    assert [i for _, i in batch.distill] == [1]  # the boundary case never teaches
+    assert [i for _, i in batch.imitate] == [2]
     model = new_student(seed=0)
-    update(model, None, batch, config)
-    ev = model.evaluate(
-        [batch.distill[0][0], batch.distill[1][0]], [batch.distill[0][1], batch.distill[1][1]]
-    )
+    metrics = update(model, None, batch, config)
+    assert {"distill_loss", "imitation_loss"} <= set(metrics)
+    learned = [batch.distill[0], batch.imitate[0]]
+    ev = model.evaluate([d for d, _ in learned], [i for _, i in learned])
     assert ev.logprobs.exp().min().item() > 0.8
+
+
+def test_without_distillation_hints_are_not_learned_from() -> None:
+    """The default trainer settings learn from reward: no hint sample, no hint loss term, and
+    the update is the same with or without the teacher's hints on the episodes."""
+    assert TrainerSettings().distill_coef == 0.0 and UpdateConfig().distill_coef == 0.0
+    hinted, _, positive = _hinted_batch_parts()
+    hinted = msgspec.structs.replace(hinted, group_id="g")
+    plain = msgspec.structs.replace(hinted, teacher_signal=None)
+    rival = msgspec.structs.replace(hinted, episode_id="rival", env_reward=1.0, reward=1.0)
+    config = update_config(TrainerSettings(learning_rate=1e-2))
+    batch = build_batch([hinted, rival], config=config, positive=[positive])
+    assert batch.distill == [] and len(batch.imitate) == 1
+    models = []
+    for episodes in ([hinted, rival], [plain, rival]):
+        model = new_student(seed=0)
+        metrics = update(
+            model, None, build_batch(episodes, config=config, positive=[positive]), config
+        )
+        assert "distill_loss" not in metrics and "imitation_loss" in metrics
+        models.append(model.to_bytes())
+    assert models[0] == models[1]
 
 
 def test_negative_lane_kl_keeps_the_policy_near_the_reference() -> None:

@@ -202,6 +202,17 @@ def fraction(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """A number from 0 to 100 (a loss weight). Raises ``ArgumentTypeError`` otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100, not {value}")
+    return value
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -311,6 +322,14 @@ def training_args(
     )
     p.add_argument(
         "--learning-rate", type=fraction, default=5e-3, help="trainer step size (default 0.005)"
+    )
+    p.add_argument(
+        "--distill",
+        type=non_negative_float,
+        default=0.0,
+        metavar="WEIGHT",
+        help="distil the teacher's hints into the student at this weight (cross-entropy toward "
+        "the action the teacher named); 0: off, the student learns from reward alone (default 0)",
     )
     p.add_argument(
         "--student",

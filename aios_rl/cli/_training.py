@@ -189,6 +189,7 @@ def campaign_spec(
             algorithm=args.algorithm,
             learning_rate=args.learning_rate,
             update_epochs=4,
+            distill_coef=getattr(args, "distill", 0.0),
             seed=args.seed,
         ),
         **branching_spec(args),  # type: ignore[arg-type]
@@ -205,6 +206,15 @@ async def apply_teacher(bus: Bus, teacher: str | None) -> None:
         lambda s: msgspec.structs.replace(s, backend=teacher),  # type: ignore[type-var]
         init=GatewaySettings,
     )
+
+
+async def current_teacher(bus: Bus) -> str:
+    """The backend the stack's gateway asks now (its control key; the gateway's default when
+    the key is not written yet)."""
+    snap, _ = await ControlStore(bus).load(Names.key_control("gateway", GATEWAY_CONTROL_ID))
+    if snap is not None and isinstance(snap.state, GatewaySettings):
+        return snap.state.backend
+    return GatewaySettings().backend
 
 
 async def check_text_student(bus: Bus, checkpoint_id: str) -> None:

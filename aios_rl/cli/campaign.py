@@ -29,7 +29,8 @@ from ..stack.embedded import NoStoreError
 from ..state.control import ControlStore
 from ..state.ledger import Ledger
 from ._common import CliError, bus_args, json_arg, make_console, read_state, store_arg
-from .report import epoch_table, rollout_table
+from ._training import current_teacher
+from .report import epoch_table, learning_signals, rollout_table, signals_line
 
 __all__ = ["add", "latest_campaign", "stored_status"]
 
@@ -98,6 +99,7 @@ async def stored_status(bus: Bus, campaign_id: str) -> CampaignStatus:
         failure=state.failure,
         retries=state.retries,
         last_error=state.last_error,
+        trainer=state.spec.trainer,
     )
 
 
@@ -120,7 +122,8 @@ async def _status(args: argparse.Namespace) -> int:
                 pass  # a server without the campaign service: read the state
         if status is None:
             status = await stored_status(bus, campaign_id)
-    return _show(args, status)
+        teacher = await current_teacher(bus)
+    return _show(args, status, teacher)
 
 
 async def _command(args: argparse.Namespace, command: str, request: Message) -> int:
@@ -137,14 +140,18 @@ async def _command(args: argparse.Namespace, command: str, request: Message) -> 
                     f"no campaign service answers at {reading.url}: start the stack "
                     f"(aios-rl up --store {args.store})"
                 ) from None
+            teacher = await current_teacher(bus)
     except NoStoreError as exc:
         raise CliError(f"{exc}: start the stack (aios-rl up --store {args.store})") from exc
-    return _show(args, status)
+    return _show(args, status, teacher)
 
 
-def _show(args: argparse.Namespace, status: CampaignStatus) -> int:
+def _show(args: argparse.Namespace, status: CampaignStatus, teacher: str) -> int:
     if getattr(args, "json", False):
-        sys.stdout.write(msgspec.json.encode(status).decode() + "\n")
+        doc = msgspec.to_builtins(status)
+        if status.trainer is not None:
+            doc["learned_from"] = learning_signals(status.trainer, teacher)
+        sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
         return 0
     if status.state == "unknown":
         raise CliError(f"no campaign {status.campaign_id!r}")
@@ -152,6 +159,8 @@ def _show(args: argparse.Namespace, status: CampaignStatus) -> int:
     console.print(
         f"campaign {status.campaign_id}: {status.state}, epoch {status.epoch}, phase {status.phase}"
     )
+    if status.trainer is not None:
+        console.print(signals_line(status.trainer, teacher), markup=False)
     if status.failure:
         console.print(f"failed: {status.failure}", markup=False)
         console.print(f"fix the cause, then: aios-rl campaign resume {status.campaign_id}")

@@ -50,13 +50,14 @@ from ._training import (
     check_student,
     check_teacher,
     check_text_student,
+    current_teacher,
     embedded_options,
     teacher_needs,
 )
 from .campaign_watch import run_campaign
 from .evaluation import EvalSummary
 from .rail import rail_tables
-from .report import epoch_table, rollout_table
+from .report import epoch_table, learning_signals, rollout_table, signals_line
 
 __all__ = [
     "NEEDS",
@@ -356,6 +357,8 @@ async def train_and_report(
     if env in IMPORTED:
         await check_text_student(bus, initial)
     await apply_teacher(bus, args.teacher)
+    teacher = await current_teacher(bus)
+    console.print(signals_line(spec.trainer, teacher))
     before, _ = await evaluate(
         bus, initial, heldout, console, split=heldout_split, label="held-out, before", env=env
     )
@@ -414,6 +417,7 @@ async def train_and_report(
             records,
             time.monotonic() - started,
             heldout_success_by_epoch=heldout_by_epoch,
+            learned_from=learning_signals(spec.trainer, teacher),
         )
         return code
     console.print(
@@ -431,6 +435,7 @@ async def train_and_report(
             {f"{initial[:12]} (before)": before, f"{final[:12]} (active now)": scores[final]},
         )
     )
+    console.print(signals_line(spec.trainer, teacher))
     console.print(f"{time.monotonic() - started:.0f}s; active is {final}")
     return code
 

@@ -37,7 +37,7 @@ from ._common import (
     store_arg,
     training_args,
 )
-from ._training import apply_teacher, campaign_spec, check_store_student
+from ._training import apply_teacher, campaign_spec, check_store_student, current_teacher
 from .campaign_watch import run_campaign
 from .engine import (
     NEEDS,
@@ -51,7 +51,7 @@ from .engine import (
     resolve,
 )
 from .evaluation import EvalSummary
-from .report import env_table, epoch_table, rollout_table
+from .report import env_table, epoch_table, learning_signals, rollout_table, signals_line
 
 __all__ = ["DEFAULT_RATIO", "add", "parse_ratio"]
 
@@ -220,6 +220,8 @@ def _run_mixed(args: argparse.Namespace) -> int:
             initial = await active_checkpoint(bus, 120)
             await check_store_student(bus, initial, args.student)
             await apply_teacher(bus, args.teacher)
+            teacher = await current_teacher(bus)
+            console.print(signals_line(spec.trainer, teacher))
             before = await _scores(bus, initial, heldout, console, "held-out, before")
             console.print(
                 "mixed campaign "
@@ -246,6 +248,7 @@ def _run_mixed(args: argparse.Namespace) -> int:
                 {"checkpoint": final, "environments": _as_dicts(after)},
                 records,
                 time.monotonic() - started,
+                learned_from=learning_signals(spec.trainer, teacher),
             )
             return code
         console.print(epoch_table(records, title=f"campaign {campaign_id} ({end})"))
@@ -257,6 +260,7 @@ def _run_mixed(args: argparse.Namespace) -> int:
                 {f"{initial[:8]} before": before, f"{final[:8]} after": after},
             )
         )
+        console.print(signals_line(spec.trainer, teacher))
         console.print(f"{time.monotonic() - started:.0f}s; active is {final}")
         return code
 

@@ -6,9 +6,47 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from contracts import EpochRecord
+from contracts import EpochRecord, TrainerSettings
 
-__all__ = ["contrast", "epoch_table", "rollout_table", "success_rate"]
+__all__ = [
+    "contrast",
+    "epoch_table",
+    "learning_signals",
+    "rollout_table",
+    "signals_line",
+    "success_rate",
+]
+
+KNOWS_ANSWERS = frozenset({"oracle"})
+"""Teachers that know every task's answer: test doubles for a strong teacher, never a claim
+about a real one."""
+
+
+def learning_signals(trainer: TrainerSettings, teacher: str) -> dict[str, str]:
+    """What a campaign's student learns from, each signal named: the environment's reward
+    (always), the teacher's shaping of it (the reward service fuses the score of ``teacher``,
+    the gateway's backend; ``none``: no teacher) and distillation of the teacher's hints (the
+    trainer's ``distill_coef``; off by default)."""
+    label = teacher if teacher not in KNOWS_ANSWERS else f"{teacher}, which knows the answers"
+    taught = teacher not in ("", "none")
+    return {
+        "environment_reward": "yes",
+        "teacher_shaping": f"yes ({label})" if taught else "no (no teacher)",
+        "hint_distillation": (
+            f"weight {trainer.distill_coef:g} ({label})"
+            if trainer.distill_coef > 0 and taught
+            else "off"
+        ),
+    }
+
+
+def signals_line(trainer: TrainerSettings, teacher: str) -> str:
+    """:func:`learning_signals` as one line for people."""
+    s = learning_signals(trainer, teacher)
+    return (
+        f"learns from: environment reward; teacher shaping: {s['teacher_shaping']}; "
+        f"hint distillation: {s['hint_distillation']}"
+    )
 
 
 def success_rate(record: EpochRecord) -> float | None:

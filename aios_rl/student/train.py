@@ -1,9 +1,10 @@
 """One policy update, top to bottom: episodes in, a better student out.
 
 ``build_batch`` turns episodes into samples (pure); ``update`` runs GRPO or PPO on them with
-optional KL to a reference policy, distillation toward good actions (positive lane and teacher
-hints) and KL regularisation on negative-lane states. Same seed and data give bit-identical
-weights.
+optional KL to a reference policy, imitation of the student's own good episodes (the positive
+replay lane), distillation toward teacher hints (off unless ``distill_coef`` is set: the
+student then learns from reward alone) and KL regularisation on negative-lane states. Same seed
+and data give bit-identical weights.
 """
 
 from __future__ import annotations
@@ -76,8 +77,12 @@ class UpdateConfig:
     """PPO: discount."""
     gae_lambda: float = 0.95
     """PPO: GAE lambda."""
-    distill_coef: float = 0.5
-    """Weight of cross-entropy toward positive-lane actions and teacher hints."""
+    imitation_coef: float = 0.5
+    """Weight of cross-entropy toward the actions of positive-lane episodes (the student's own
+    best episodes from replay: learning from reward)."""
+    distill_coef: float = 0.0
+    """Weight of cross-entropy toward teacher hints (distillation); 0, the default: hints are
+    not learned from (and not even collected into the batch)."""
     negative_kl_coef: float = 0.1
     """Weight of KL(pi || reference) on negative-lane states."""
     max_grad_norm: float = 1.0
@@ -108,19 +113,22 @@ class Sample:
         return bool(self.rollout_logps) and isinstance(self.action_index, tuple)
 
 
+Action = int | str | tuple[int, ...]
+
+
 @dataclass
 class Batch:
     """Everything one update learns from."""
 
     policy: list[Sample] = field(default_factory=list)
-    distill: list[tuple[Decision, int]] = field(default_factory=list)
+    imitate: list[tuple[Decision, Action]] = field(default_factory=list)
+    """Positive-lane decisions and the action taken (the student's own good episodes)."""
+    distill: list[tuple[Decision, Action]] = field(default_factory=list)
+    """Teacher hints: each hinted step's decision and the action the teacher named."""
     negative: list[Decision] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.policy) + len(self.distill) + len(self.negative)
-
-
-Action = int | str | tuple[int, ...]
+        return len(self.policy) + len(self.imitate) + len(self.distill) + len(self.negative)
 
 
 def _decisions(
@@ -178,9 +186,10 @@ def build_batch(
     negative: Sequence[Episode] = (),
     free_text: bool = False,
 ) -> Batch:
-    """Samples from fresh ``episodes`` (policy gradient), ``positive`` and teacher hints
-    (distillation) and ``negative`` (KL states). With ``free_text`` (a backend that writes its own
-    actions), steps without candidates are learned from too; KL states need candidates. Pure."""
+    """Samples from fresh ``episodes`` (policy gradient), ``positive`` (imitation), teacher
+    hints (distillation; only when ``config.distill_coef`` is above 0) and ``negative`` (KL
+    states). With ``free_text`` (a backend that writes its own actions), steps without
+    candidates are learned from too; KL states need candidates. Pure."""
     batch = Batch()
     if config.algorithm == "grpo":
         rewards = torch.tensor([_reward(e) for e in episodes], dtype=torch.float64)
@@ -227,8 +236,9 @@ def build_batch(
             ]
         batch.policy = samples
     for ep in positive:
-        batch.distill.extend((d, idx) for _, d, idx, _, _ in _decisions(ep, free_text=free_text))
-    for ep in list(episodes) + list(positive) + list(negative):
+        batch.imitate.extend((d, idx) for _, d, idx, _, _ in _decisions(ep, free_text=free_text))
+    hinted = list(episodes) + list(positive) + list(negative) if config.distill_coef > 0 else []
+    for ep in hinted:
         signal = ep.teacher_signal
         if signal is None or signal.status != "ok" or signal.boundary:
             continue
@@ -333,8 +343,13 @@ def update(
         sums[name] = sums.get(name, 0.0) + value
         counts[name] = counts.get(name, 0) + 1
 
-    n_pol, n_dis, n_neg = len(batch.policy), len(batch.distill), len(batch.negative)
-    total = max(n_pol, n_dis, n_neg)
+    n_pol, n_imi, n_dis, n_neg = (
+        len(batch.policy),
+        len(batch.imitate),
+        len(batch.distill),
+        len(batch.negative),
+    )
+    total = max(n_pol, n_imi, n_dis, n_neg)
     steps_per_epoch = max(1, math.ceil(total / config.minibatch_size))
     # Token-level samples' proximal log-probs: recomputed before the first step moves the
     # weights, unless the update is a single step (then the step's own pass, detached, is it).
@@ -345,13 +360,15 @@ def update(
         proximal = dict(zip(token_rows, prox, strict=True))
     for _ in range(config.update_epochs):
         perms = [
-            torch.randperm(n, generator=gen).tolist() if n else [] for n in (n_pol, n_dis, n_neg)
+            torch.randperm(n, generator=gen).tolist() if n else []
+            for n in (n_pol, n_dis, n_neg, n_imi)
         ]
         for k in range(steps_per_epoch):
             pol_ids = _slice(list(range(n_pol)), perms[0], k, steps_per_epoch)
             pol = [batch.policy[i] for i in pol_ids]
             dis = _slice(batch.distill, perms[1], k, steps_per_epoch)
             neg = _slice(batch.negative, perms[2], k, steps_per_epoch)
+            imi = _slice(batch.imitate, perms[3], k, steps_per_epoch)
             loss = torch.zeros(())
             if pol:
                 ev = model.evaluate([s.decision for s in pol], [s.action_index for s in pol])
@@ -402,6 +419,11 @@ def update(
                     )
                     loss = loss + config.value_coef * vl
                     log("value_loss", vl)
+            if imi and config.imitation_coef > 0:
+                ev = model.evaluate([d for d, _ in imi], [i for _, i in imi])
+                ce = -aggregate(ev.logprobs, ev.mask, config.aggregation)
+                loss = loss + config.imitation_coef * ce
+                log("imitation_loss", ce)
             if dis and config.distill_coef > 0:
                 ev = model.evaluate([d for d, _ in dis], [i for _, i in dis])
                 ce = -aggregate(ev.logprobs, ev.mask, config.aggregation)
@@ -445,6 +467,7 @@ def update_config(s: TrainerSettings) -> UpdateConfig:
         kl_coef=s.kl_coef,
         kl_estimator=s.kl_estimator,
         entropy_coef=s.entropy_coef,
+        imitation_coef=s.imitation_coef,
         distill_coef=s.distill_coef,
         negative_kl_coef=s.negative_kl_coef,
         is_cap=s.is_cap,
@@ -470,8 +493,8 @@ def train_step(
     negative: Sequence[Episode] = (),
 ) -> tuple[dict[str, float], int]:
     """The trainer's one update, written once (the trainer service and the in-process kernel run
-    it): fresh ``episodes`` (policy gradient), ``positive`` (distillation, with teacher hints)
-    and ``negative`` (KL states) into a batch, one :func:`update` of ``model`` in place against
+    it): fresh ``episodes`` (policy gradient), ``positive`` (imitation), teacher hints
+    (distillation, when asked for) and ``negative`` (KL states) into a batch, one :func:`update` of ``model`` in place against
     ``reference``. Returns the update's finite metrics and the batch's size.
 
     Raises ``EmptyBatchError`` when the episodes give no sample (nothing changed) and

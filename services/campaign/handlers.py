@@ -219,6 +219,7 @@ class Campaigns:
             failure=state.failure,
             retries=state.retries,
             last_error=state.last_error,
+            trainer=state.spec.trainer,
         )
 
     # -- arrivals -----------------------------------------------------------------------------------
