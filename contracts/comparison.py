@@ -28,8 +28,12 @@ class EpochVerdictRequest(Message, frozen=True, kw_only=True):
     """Task id -> its environment, for the per-environment tests and the veto (a mixed
     campaign); empty: one pooled test only."""
     veto_margin: float = 0.1
-    """An environment whose own test says ``worse`` with a mean delta below ``-veto_margin``
+    """An environment whose degradation test fires with a mean delta below ``-veto_margin``
     vetoes the pooled verdict: the whole student is ``worse``."""
+    veto_confidence: float = 0.95
+    """Confidence of the degradation test (one-sided, Bonferroni over the environments tested):
+    about the share of epochs in which a student that did not change is rolled back for
+    nothing is ``1 - veto_confidence``."""
 
 
 class TaskDelta(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,6 +59,12 @@ class EnvVerdict(msgspec.Struct, frozen=True, kw_only=True):
     ci_low: float = 0.0
     ci_high: float = 0.0
     sign_test_p: float = 1.0
+    degradation_z: float = 0.0
+    """The episode-level degradation test's statistic (stratified by task; negative: the
+    candidate's rewards are lower)."""
+    degraded: bool = False
+    """The test fired (beyond the Bonferroni-corrected bar and the veto margin): this environment
+    vetoes the whole student."""
 
 
 class EpochVerdict(Message, frozen=True, kw_only=True):

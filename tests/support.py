@@ -252,3 +252,14 @@ def nats_server_pids(port: int) -> set[int]:
         if any(flag == b"-p" and value == str(port).encode() for flag, value in pairs):
             found.add(int(entry.name))
     return found
+
+
+def rolled_back(record: Any) -> bool:
+    """The gate rolled an epoch's student back (an ``EpochRecord``: verdict ``worse``, a
+    rollback decision, no training that epoch). The degradation test can fire on noise (about
+    1 epoch in 20 for a student that did not change), so a test of plumbing accepts it."""
+    return (
+        record.verdict == "worse"
+        and (record.decision or "").startswith("rollback")
+        and not record.new_checkpoint
+    )

@@ -53,7 +53,7 @@ from services.sampler.settings import SamplerSettings
 from services.trainer.main import build as build_trainer
 from services.trainer.settings import TrainerServiceSettings
 
-from .support import eventually, running
+from .support import eventually, rolled_back, running
 from .toy_runner import build_toy_runner
 from .toytask import COLOURS, ToyTask
 
@@ -231,7 +231,8 @@ async def test_campaign_runs_epochs_and_trains(bus: Bus, nats_url: str, names: N
     for r in records:
         assert (r.scheduled, r.received, r.missing) == (48, 48, 0)
         assert r.per_env["orchestrator"].episodes == 32
-        assert r.phase == "done" and r.new_checkpoint
+        assert r.phase == "done" and (r.new_checkpoint or rolled_back(r)), r
+    assert records[0].new_checkpoint  # the first epoch is its own reference: it always trains
     assert records[0].active_checkpoint == initial and records[0].verdict == "same"
     assert records[1].active_checkpoint == records[0].new_checkpoint
     assert records[1].reference_checkpoint == initial
@@ -449,7 +450,10 @@ async def test_a_campaign_survives_a_nats_server_outage(tmp_path, names: Names) 
         r.timings for r in records
     ]
     assert [r.epoch for r in records] == [0, 1, 2]
-    assert all(r.phase == "done" and r.new_checkpoint for r in records)
+    # Each epoch trained, unless the gate rolled its student back (the veto can fire on noise).
+    assert all(r.phase == "done" and (r.new_checkpoint or rolled_back(r)) for r in records), [
+        (r.verdict, r.decision, r.verdict_detail) for r in records
+    ]
 
 
 @pytest.mark.slow

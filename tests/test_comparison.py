@@ -387,7 +387,10 @@ def test_bootstrap_is_seeded_and_deterministic() -> None:
     )
 
 
-@pytest.mark.parametrize("bad", [dict(confidence=1.0), dict(confidence=0.0), dict(margin=-0.1)])
+@pytest.mark.parametrize(
+    "bad",
+    [dict(confidence=1.0), dict(confidence=0.0), dict(margin=-0.1), dict(veto_confidence=1.0)],
+)
 def test_epoch_verdict_rejects_bad_parameters(bad: dict[str, float]) -> None:
     cands, refs = paired([0.3])
     with pytest.raises(ValueError):
@@ -415,7 +418,7 @@ def mixed(shell: list[float], browser: list[float], orchestrator: list[float], *
 
 
 def test_one_environment_degrading_vetoes_the_others_gains() -> None:
-    # Shell and orchestrator clearly better; browser clearly and significantly worse.
+    # Shell and orchestrator clearly better; browser clearly worse.
     v = mixed([0.4] * 12, [-0.3] * 7, [0.5] * 12)
     assert v.pooled == "better"  # pooled alone, the gains outvote the loss
     assert v.verdict == "worse" and v.vetoed_by == ["browser"], v.reason
@@ -424,16 +427,78 @@ def test_one_environment_degrading_vetoes_the_others_gains() -> None:
         "orchestrator": "better",
         "shell": "better",
     }
-    assert v.per_env["browser"].tasks == 7 and "vetoed: browser worse" in v.reason
-    # The veto needs the environment's own test to say worse: six small losses within the
-    # margin are ties, and too few decisive tasks cannot reach significance alone.
-    assert mixed([0.4] * 12, [-0.04] * 6, [0.5] * 12).verdict == "better"
-    few = mixed([0.4] * 12, [-0.3] * 5, [0.5] * 12)
-    assert few.per_env["browser"].verdict == "same" and few.verdict == "better"
-    # A degradation significant but above -veto_margin does not veto.
-    mild = mixed([0.4] * 12, [-0.08] * 7, [0.5] * 12)
-    assert mild.per_env["browser"].verdict == "worse" and mild.verdict == "better"
-    assert mixed([0.4] * 12, [-0.08] * 7, [0.5] * 12, veto_margin=0.05).verdict == "worse"
+    assert v.per_env["browser"].degraded and v.per_env["browser"].degradation_z < -3
+    assert v.per_env["browser"].tasks == 7 and "vetoed: browser degraded" in v.reason
+    # Two tasks of clear loss are enough: the degradation test counts episodes, where the
+    # task-level sign test cannot reach significance on so few.
+    few = mixed([0.4] * 12, [-0.3] * 2, [0.5] * 12)
+    assert few.per_env["browser"].verdict == "same" and few.vetoed_by == ["browser"]
+    assert few.verdict == "worse"
+    # Losses within the veto margin never veto, however consistent.
+    assert mixed([0.4] * 12, [-0.08] * 7, [0.5] * 12).verdict == "better"
+    assert mixed([0.4] * 12, [-0.12] * 7, [0.5] * 12).verdict == "worse"
+    assert mixed([0.4] * 12, [-0.12] * 7, [0.5] * 12, veto_margin=0.15).verdict == "better"
+
+
+def _binary_stats(task: str, ckpt: str, successes: int, runs: int) -> TaskStats:
+    eps = [
+        episode(
+            f"{task}-{ckpt}-{i}",
+            task=task,
+            ckpt=ckpt,
+            role="rollout" if ckpt == CAND else "reference",
+            reward=1.0 if i < successes else 0.0,
+            outcome="success" if i < successes else "failure",
+        )
+        for i in range(runs)
+    ]
+    out = stats_of(*eps)
+    assert out is not None
+    return out
+
+
+MIXED = ["shell"] * 3 + ["browser"] * 3 + ["orchestrator"] * 2
+"""A mixed campaign's 8 tasks at the default scale."""
+
+
+def _default_scale_epochs(browser_p: float, n: int, envs: list[str] = MIXED) -> list[EpochVerdict]:
+    """``n`` epochs at the campaign defaults (8 tasks of ``envs``; 4 rollouts a task, 2
+    reference runs): every environment's tasks succeed half the time under both policies,
+    except the candidate's browser tasks, at ``browser_p``."""
+    rng = random.Random(5)
+    req = msgspec.structs.replace(REQ, environments={f"task-{k}": e for k, e in enumerate(envs)})
+    out = []
+    for _ in range(n):
+        cands, refs = [], []
+        for k, env in enumerate(envs):
+            p = browser_p if env == "browser" else 0.5
+            wins = sum(rng.random() < p for _ in range(4))
+            cands.append(_binary_stats(f"task-{k}", CAND, wins, 4))
+            refs.append(
+                _binary_stats(f"task-{k}", BASE, sum(rng.random() < 0.5 for _ in range(2)), 2)
+            )
+        out.append(epoch_verdict(req, cands, refs, resamples=200, seed=0))
+    return out
+
+
+def _vetoed(verdicts: list[EpochVerdict], env: str = "browser") -> float:
+    return sum(v.vetoed_by == [env] and v.verdict == "worse" for v in verdicts) / len(verdicts)
+
+
+def test_the_veto_has_the_power_to_fire_at_the_default_scale() -> None:
+    """A browser student whose success falls from 50 % to 5 % is caught at the campaign's
+    default scale where the task-level test never catches it: in about half the epochs with 3
+    browser tasks of a mixed campaign, in nearly all with 8 browser tasks; a student that did
+    not change is vetoed in about 1 epoch in 20 (the veto's confidence, Bonferroni over the
+    environments). Seeded: the measured shares are in the comments."""
+    fallen = _default_scale_epochs(0.05, 200)
+    assert _vetoed(fallen) >= 0.4  # 0.47
+    assert not any(v.per_env["browser"].verdict == "worse" for v in fallen)
+    assert _vetoed(_default_scale_epochs(0.05, 100, ["browser"] * 8)) >= 0.9  # 0.98
+    unchanged = _default_scale_epochs(0.5, 200)
+    assert sum(bool(v.vetoed_by) for v in unchanged) / 200 <= 0.08  # 0.05
+    alone = _default_scale_epochs(0.5, 200, ["browser"] * 8)
+    assert sum(bool(v.vetoed_by) for v in alone) / 200 <= 0.1
 
 
 def test_without_environments_the_verdict_is_the_pooled_one() -> None:

@@ -36,7 +36,7 @@ from contracts import (
 )
 from contracts.subjects import STREAM_ROLLOUTS
 
-from .support import stack_env, up_stack
+from .support import rolled_back, stack_env, up_stack
 
 RUNNER = "shell-runner"
 RUNNER_ACK_WAIT_S = 5.0
@@ -177,5 +177,5 @@ async def test_killing_campaign_runner_and_trainer_mid_epoch_loses_and_duplicate
     assert [r.epoch for r in records] == [0, 1, 2]
     for r in records:
         assert (r.scheduled, r.received, r.missing) == (48, 48, 0), r
-        assert r.new_checkpoint, r
+        assert r.new_checkpoint or rolled_back(r), r
     assert compared == 3 * 48  # every episode compared exactly once in the stream

@@ -538,6 +538,8 @@ def test_candidates_scored_over_one_prompt_pass_match_the_full_passes(tokenizer,
     # Gradients flow through the shared prompt pass as through the full ones.
     ev_shared.logprobs.sum().backward()
     ev_full.logprobs.sum().backward()
-    for (n, p), (_, q) in zip(shared.lm.named_parameters(), full.lm.named_parameters(), strict=True):
+    for (n, p), (_, q) in zip(
+        shared.lm.named_parameters(), full.lm.named_parameters(), strict=True
+    ):
         if p.grad is not None or q.grad is not None:
             assert torch.allclose(p.grad, q.grad, atol=1e-4), n
