@@ -19,7 +19,14 @@ from aios_rl.student.losses import (
     kl_penalty,
 )
 from aios_rl.student.tiny import sample_index
-from aios_rl.student.train import UpdateConfig, build_batch, update, update_config
+from aios_rl.student.train import (
+    UpdateConfig,
+    build_batch,
+    reward_signal,
+    train_step,
+    update,
+    update_config,
+)
 from contracts import Episode, TeacherHint, TeacherSignal, TrainerSettings, TrajectoryStep
 
 from .toytask import ToyTask
@@ -411,3 +418,19 @@ def test_a_tree_group_credits_each_episode_only_for_the_steps_it_sampled() -> No
     assert by_episode[5:] == pytest.approx([0.0] * 2)
     shared = [s for s in batch.policy if s.decision.observation == "state 0"]
     assert len(shared) == 2  # state 0 for the parent and the sibling; never again for the branch
+
+
+def test_reward_signal_says_what_policy_gradient_can_learn_from() -> None:
+    cands = ["a", "b"]
+    tied = [_episode(f"s{i}", cands, 0, 1.0, group_id="tied") for i in range(2)]
+    split = [_episode(f"t{i}", cands, i, float(i), group_id="split") for i in range(2)]
+    hint = TeacherSignal(backend="oracle", hints=[TeacherHint(step=0, better_action="b")])
+    hinted = msgspec.structs.replace(split[0], teacher_signal=hint)
+    got = reward_signal([*tied, hinted, split[1]])
+    assert got["groups"] == 2 and got["tied_group_share"] == 0.5
+    assert got["reward_mean"] == 0.75 and got["group_reward_std"] == 0.25
+    assert got["hinted_share"] == 0.25
+    # Reported with every update.
+    config = UpdateConfig(update_epochs=1)
+    metrics, _ = train_step(new_student(seed=0), None, [*tied, *split], config)
+    assert metrics["tied_group_share"] == 0.5 and "grad_norm" in metrics

@@ -475,6 +475,44 @@ def update_config(s: TrainerSettings) -> UpdateConfig:
     )
 
 
+def reward_signal(episodes: Sequence[Episode]) -> dict[str, float]:
+    """What an update's fresh episodes give policy gradient to learn from, before any pass:
+    ``groups``; ``tied_group_share``, the share of groups (of two or more) whose rewards are all
+    equal (GRPO gives them advantage 0: no gradient); ``reward_mean`` and ``reward_std`` over the
+    episodes; ``group_reward_std``, the mean within-group spread (the contrast GRPO sees);
+    ``hinted_share``, the share of episodes carrying a usable teacher hint (learned from only
+    with distillation on). Pure."""
+    if not episodes:
+        return {}
+    by_group: dict[str, list[float]] = {}
+    for e in episodes:
+        by_group.setdefault(e.group_id or e.episode_id, []).append(_reward(e))
+    real = [g for g in by_group.values() if len(g) > 1]
+    rewards = torch.tensor([_reward(e) for e in episodes], dtype=torch.float64)
+    hinted = sum(
+        1
+        for e in episodes
+        if e.teacher_signal is not None
+        and e.teacher_signal.status == "ok"
+        and not e.teacher_signal.boundary
+        and any(h.better_action for h in e.teacher_signal.hints)
+    )
+    return {
+        "groups": float(len(real)),
+        "tied_group_share": (
+            sum(max(g) - min(g) < 1e-9 for g in real) / len(real) if real else float("nan")
+        ),
+        "reward_mean": float(rewards.mean()),
+        "reward_std": float(rewards.std(unbiased=False)),
+        "group_reward_std": (
+            sum(float(torch.tensor(g).std(unbiased=False)) for g in real) / len(real)
+            if real
+            else float("nan")
+        ),
+        "hinted_share": hinted / len(episodes),
+    }
+
+
 class EmptyBatchError(StudentError):
     """The episodes of an update gave nothing to learn from; the weights are unchanged."""
 
@@ -494,8 +532,9 @@ def train_step(
 ) -> tuple[dict[str, float], int]:
     """The trainer's one update, written once (the trainer service and the in-process kernel run
     it): fresh ``episodes`` (policy gradient), ``positive`` (imitation), teacher hints
-    (distillation, when asked for) and ``negative`` (KL states) into a batch, one :func:`update` of ``model`` in place against
-    ``reference``. Returns the update's finite metrics and the batch's size.
+    (distillation, when asked for) and ``negative`` (KL states) into a batch, one
+    :func:`update` of ``model`` in place against ``reference``. Returns the update's finite
+    metrics (with :func:`reward_signal` of the fresh episodes) and the batch's size.
 
     Raises ``EmptyBatchError`` when the episodes give no sample (nothing changed) and
     ``DivergedError`` when the weights are no longer finite afterwards."""
@@ -508,7 +547,7 @@ def train_step(
     )
     if len(batch) == 0:
         raise EmptyBatchError(f"no episodes to learn from ({len(episodes)} fresh rollouts)")
-    metrics = update(model, reference, batch, config)
+    metrics = {**reward_signal(episodes), **update(model, reference, batch, config)}
     if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
         raise DivergedError(
             f"the weights are no longer finite (learning rate {config.learning_rate})"
