@@ -80,14 +80,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import msgspec
 
 from aios_rl.stats import bootstrap_mean, sign_test_p
 from contracts import (
+    CampaignSpec,
     CampaignState,
     ComparisonResult,
+    Decision,
     EnvVerdict,
     Episode,
     EpochVerdict,
@@ -102,6 +105,7 @@ __all__ = [
     "OUTCOME_RANK",
     "CompareRule",
     "ComparedMark",
+    "DecisionPlan",
     "PendingComparison",
     "TaskStats",
     "add_episode",
@@ -109,6 +113,7 @@ __all__ = [
     "check_stats",
     "checked_reward",
     "decide",
+    "decide_epoch",
     "degradation_z",
     "epoch_verdict",
     "expire",
@@ -596,3 +601,50 @@ def verdict_request(state: CampaignState) -> EpochVerdictRequest:
         tasks=sorted({task for _, task in pairs}),
         environments={task: env for env, task in pairs},
     )
+
+
+# -- the gate's decision ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecisionPlan:
+    """What an epoch's verdict does."""
+
+    decision: Decision
+    degradation_streak: int
+    stable_streak: int
+    train: bool
+
+
+def decide_epoch(
+    verdict: Verdict,
+    *,
+    degradation_streak: int,
+    stable_streak: int,
+    spec: CampaignSpec,
+    first: bool,
+) -> DecisionPlan:
+    """One decision for the whole student (the campaign's, and the kernel's when a benchmark
+    gates its training).
+
+    - ``worse``: roll ``active`` back to ``pre_update_ref``; when that makes
+      ``degradation_streak_limit`` degradations in a row, back to ``last_stable`` instead. No
+      training this epoch.
+    - ``better`` / ``same``: the update held; after ``stable_epochs_to_promote`` such epochs in a
+      row, promote ``active`` to ``last_stable``.
+    - ``comparison_failed``: hold (an outage is never a degradation); the streaks stay.
+    On the first epoch the candidate is its own reference: ``same`` by construction, a hold.
+    """
+    if first:
+        return DecisionPlan("hold", degradation_streak, stable_streak, train=True)
+    if verdict == "worse":
+        streak = degradation_streak + 1
+        if streak >= spec.degradation_streak_limit:
+            return DecisionPlan("rollback_last_stable", 0, 0, train=False)
+        return DecisionPlan("rollback_pre_update", streak, 0, train=False)
+    if verdict in ("better", "same"):
+        stable = stable_streak + 1
+        if stable >= spec.stable_epochs_to_promote:
+            return DecisionPlan("promote", 0, 0, train=True)
+        return DecisionPlan("hold", 0, stable, train=True)
+    return DecisionPlan("hold", degradation_streak, stable_streak, train=True)

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import msgspec
 
+from aios_rl.comparison import DecisionPlan
+from aios_rl.comparison import decide_epoch as decide
 from aios_rl.rollouts import account_add
 from contracts import (
-    CampaignSpec,
-    Decision,
     EnvEpochStats,
     Episode,
     EpochArrivals,
-    Verdict,
 )
 
 __all__ = [
@@ -90,46 +88,3 @@ def add_arrival(arrivals: EpochArrivals, ep: Episode) -> EpochArrivals | None:
         verdicts=verdicts,
         account=account,
     )
-
-
-@dataclass(frozen=True)
-class DecisionPlan:
-    """What an epoch's verdict does."""
-
-    decision: Decision
-    degradation_streak: int
-    stable_streak: int
-    train: bool
-
-
-def decide(
-    verdict: Verdict,
-    *,
-    degradation_streak: int,
-    stable_streak: int,
-    spec: CampaignSpec,
-    first: bool,
-) -> DecisionPlan:
-    """One decision for the whole student.
-
-    - ``worse``: roll ``active`` back to ``pre_update_ref``; when that makes
-      ``degradation_streak_limit`` degradations in a row, back to ``last_stable`` instead. No
-      training this epoch.
-    - ``better`` / ``same``: the update held; after ``stable_epochs_to_promote`` such epochs in a
-      row, promote ``active`` to ``last_stable``.
-    - ``comparison_failed``: hold (an outage is never a degradation); the streaks stay.
-    On the first epoch the candidate is its own reference: ``same`` by construction, a hold.
-    """
-    if first:
-        return DecisionPlan("hold", degradation_streak, stable_streak, train=True)
-    if verdict == "worse":
-        streak = degradation_streak + 1
-        if streak >= spec.degradation_streak_limit:
-            return DecisionPlan("rollback_last_stable", 0, 0, train=False)
-        return DecisionPlan("rollback_pre_update", streak, 0, train=False)
-    if verdict in ("better", "same"):
-        stable = stable_streak + 1
-        if stable >= spec.stable_epochs_to_promote:
-            return DecisionPlan("promote", 0, 0, train=True)
-        return DecisionPlan("hold", 0, stable, train=True)
-    return DecisionPlan("hold", degradation_streak, stable_streak, train=True)
