@@ -23,6 +23,7 @@ from aios_rl.envs.shell.episode import ShellEnvConfig
 from aios_rl.envs.shell.generate import generate
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.local import (
+    Gate,
     LocalPolicy,
     LocalRail,
     Rollouts,
@@ -47,13 +48,16 @@ from contracts import (
     TeacherRequest,
     TrainerSettings,
 )
-from services.teacher_oracle.logic import judge, judge_browser, judge_orchestrator
+from services.reward.logic import reward_episode
+from services.teacher_oracle.logic import garble, judge, judge_browser, judge_orchestrator
 
 __all__ = [
+    "ORACLE",
     "ORACLE_DISTILL",
     "RolloutsFor",
     "Settings",
     "Task",
+    "Teacher",
     "environment_of",
     "on_host",
     "score",
@@ -101,10 +105,11 @@ def request_for(ep: Episode, task: Task) -> TeacherRequest:
     )
 
 
-def taught(ep: Episode, task: Task) -> Episode:
+def taught(ep: Episode, task: Task, *, accuracy: float = 1.0, seed: int = 0) -> Episode:
     """``ep`` with the oracle teacher's signal (hints), as the teacher gateway would add it:
     ``judge`` for shell, ``judge_browser`` for the browser (no hints for MiniWoB++),
-    ``judge_orchestrator`` for the orchestrator."""
+    ``judge_orchestrator`` for the orchestrator; below ``accuracy`` 1, the ``noisy-oracle``'s
+    (each hint and verdict wrong with probability ``1 - accuracy``, fixed by ``seed``)."""
     req = request_for(ep, task)
     match task:
         case ShellTask():
@@ -113,7 +118,35 @@ def taught(ep: Episode, task: Task) -> Episode:
             signal = judge_browser(req, task)
         case OrchestratorTask():
             signal = judge_orchestrator(req, task)
+    if accuracy < 1.0:
+        signal = garble(signal, req, accuracy=accuracy, seed=seed)
     return msgspec.structs.replace(ep, teacher_signal=signal)
+
+
+@dataclass(frozen=True)
+class Teacher:
+    """What a training run's teacher contributes (each signal named, as the stack names it)."""
+
+    accuracy: float | None = 1.0
+    """The oracle's accuracy (1: it knows every answer; below: the noisy oracle); ``None``: no
+    teacher judges at all."""
+    shaping: float = 0.0
+    """Weight of the teacher's score fused into the reward (the reward service's
+    ``teacher_weight``, clipped at 0.5); 0: the reward is the environment's."""
+    seed: int = 0
+    """Fixes the noisy oracle's mistakes."""
+
+    def __call__(self, ep: Episode, task: Task) -> Episode:
+        if self.accuracy is None:
+            return ep
+        out = taught(ep, task, accuracy=self.accuracy, seed=self.seed)
+        if self.shaping > 0:
+            out = reward_episode(out, weight=self.shaping, clip=0.5, now=0.0)
+        return out
+
+
+ORACLE = Teacher()
+"""The oracle's hints, reward unshaped: how the benchmarks on main were measured."""
 
 
 async def score(
@@ -275,7 +308,9 @@ ORACLE_DISTILL = {"distill_coef": 0.5}
 gain under it is imitation of the answer key, not learning from reward."""
 
 
-def spec_for(env: str, seed: int, s: Settings, trainer: dict | None = None) -> CampaignSpec:
+def spec_for(
+    env: str, seed: int, s: Settings, trainer: dict | None = None, *, reference_runs: int = 0
+) -> CampaignSpec:
     """The campaign a seed's training is: uniform GRPO groups of ``group_size`` at temperature
     1 on ``tasks_per_epoch`` train tasks an epoch (the campaign's ``sample_tasks``, seeded by
     (seed, epoch)), no reference runs, the trainer settings with ``s.learning_rate`` and
@@ -293,7 +328,7 @@ def spec_for(env: str, seed: int, s: Settings, trainer: dict | None = None) -> C
         ),
         split="train",
         seed=seed,
-        reference_runs=0,
+        reference_runs=reference_runs,
     )
 
 
@@ -308,39 +343,58 @@ async def train_one(
     *,
     student: Callable[[int], StudentBackend] | None = None,
     trainer: dict | None = None,
+    teacher: Teacher = ORACLE,
+    gate: bool = False,
 ) -> dict:
     """Train a fresh student of ``backend`` (or ``student(seed)``) from scratch through the
     kernel -- each epoch collected as the campaign collects it (``collect_epoch``), every
-    rollout judged by the oracle teacher for hints, one trainer update (``train_epoch``) -- and
-    score it on ``heldout`` before and after; ``trainer`` overrides fields of the campaign's
-    ``TrainerSettings`` (the learning rate is ``s.learning_rate``)."""
+    rollout passed through ``teacher`` (the oracle's hints by default; a noisy one, reward
+    shaping, or none), one trainer update (``train_epoch``) -- and score it on ``heldout``
+    before and after; ``trainer`` overrides fields of the campaign's ``TrainerSettings`` (the
+    learning rate is ``s.learning_rate``).
+
+    ``gate``: the campaign's comparison gate, as the stack runs it: each epoch also runs 2
+    reference runs of every task under the weights before the last update, the epoch verdict
+    (``EpochRollouts.verdict``: the task-level test and the per-environment degradation veto)
+    and the campaign's decision (``decide_epoch``) follow; a rollback restores the weights
+    before the update (or the last stable ones) and skips that epoch's update."""
     torch.manual_seed(seed)
     model = student(seed) if student is not None else new_student(backend, seed=seed)
     env = environment_of(train[0])
-    spec = spec_for(env, seed, s, trainer)
+    spec = spec_for(env, seed, s, trainer, reference_runs=2 if gate else 0)
     by_id = {t.task_id: t for t in train}
     available = {env: sorted(by_id)}
     n = len(heldout)
     clock = {"rollouts_s": 0.0, "updates_s": 0.0}
-    curve = []
-    async with rollouts_for(LocalPolicy(model)) as rollouts:
+    curve: list[float] = []
+    updates: list[dict[str, float]] = []
+    teach = None if teacher.accuracy is None else (lambda ep: teacher(ep, by_id[ep.task_id]))
+    policy = LocalPolicy(model)
+    judge = Gate(spec, policy) if gate else None
+    async with rollouts_for(policy) as rollouts:
         started = time.perf_counter()
         before, reward_before = await score(rollouts, heldout, "before")
         clock["eval_before_s"] = time.perf_counter() - started
         log(f"seed {seed}: untrained held-out success {sum(before) / n:.0%}")
         for epoch in range(s.epochs):
             started = time.perf_counter()
-            got = await collect_epoch(spec, epoch, available, rollouts.run)
+            reference = judge.reference() if judge else None
+            got = await collect_epoch(spec, epoch, available, rollouts.run, reference=reference)
             clock["rollouts_s"] += time.perf_counter() - started
             episodes = got.kept
             rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
+            curve.append(rate)
+            if judge is not None:
+                if not judge.judge(got, seed=seed * 1000 + epoch):
+                    last = judge.decisions[-1]
+                    log(f"seed {seed} epoch {epoch}: {last['verdict']}, {last['decision']}")
+                    continue
+                judge.before_update()
             # No episode runs now: the update has the student to itself.
             started = time.perf_counter()
-            train_epoch(
-                model, episodes, spec.trainer, teach=lambda ep: taught(ep, by_id[ep.task_id])
-            )
+            metrics = train_epoch(policy.model, episodes, spec.trainer, teach=teach)
             clock["updates_s"] += time.perf_counter() - started
-            curve.append(rate)
+            updates.append({"epoch": float(epoch), "train_success": rate, **metrics})
             log(f"seed {seed} epoch {epoch}: train rollouts succeeded {rate:.0%}")
         started = time.perf_counter()
         after, reward_after = await score(rollouts, heldout, "after")
@@ -352,6 +406,8 @@ async def train_one(
         "reward_before": reward_before,
         "reward_after": reward_after,
         "train_curve": curve,
+        "updates": updates,
+        "gate": judge.decisions if judge else [],
         "seconds": clock,
     }
 

@@ -23,6 +23,7 @@ from aios_rl.envs.shell.generate import generate as shell_tasks
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
 from aios_rl.local import (
     EpochRollouts,
+    Gate,
     LocalPolicy,
     Rollouts,
     collect_epoch,
@@ -285,11 +286,54 @@ def test_the_kernels_epoch_verdict_is_the_comparisons_rule(
     got = EpochRollouts(state=state, episodes=episodes, dropped=set())
     v = got.verdict()
     assert (v.verdict, v.tasks, v.wins + v.losses) == (verdict, 8, 8)
-    # Six tasks is the least that can decide at 95 %; five one-sided tasks cannot.
+    # Six tasks is the least the task-level test can decide on at 95 %; five one-sided tasks
+    # cannot, but five tasks of clear loss are enough for the degradation veto.
     few = EpochRollouts(
         state=state, episodes=[e for e in episodes if e.task_id in tasks[:5]], dropped=set()
     )
-    assert few.verdict().verdict == "same"
+    v = few.verdict()
+    assert v.per_env["orchestrator"].verdict == "same"
+    assert (v.verdict, v.vetoed_by) == (("worse", ["orchestrator"]) if ref > cand else ("same", []))
+
+
+def test_the_gate_rolls_a_worse_update_back_and_keeps_a_good_one() -> None:
+    """The campaign's gate in the kernel: an update whose epoch says worse is undone (the
+    weights before it come back, no update that epoch); one that holds stays and is promoted."""
+    spec = CampaignSpec(
+        campaign_id="g", environments={"orchestrator": 1.0}, tasks_per_epoch=8, reference_runs=2
+    )
+    policy = LocalPolicy(new_student("tiny", seed=1), checkpoint_id="cand")
+    gate = Gate(spec, policy)
+    tasks = [f"t{i}" for i in range(8)]
+
+    def epoch(n: int, cand: float, ref: float) -> EpochRollouts:
+        state = CampaignState(
+            spec=spec,
+            epoch=n,
+            tasks=[f"orchestrator/{t}" for t in tasks],
+            base_tasks=8,
+            candidate="cand",
+            reference="ref",
+        )
+        episodes = [made(t, "rollout", k, cand) for t in tasks for k in range(2)]
+        episodes += [made(t, "reference", k, ref) for t in tasks for k in range(2)]
+        return EpochRollouts(state=state, episodes=episodes, dropped=set())
+
+    assert gate.reference() is None  # nothing to judge yet: the candidate is its own reference
+    assert gate.judge(epoch(0, 0.0, 1.0))  # the first epoch always trains
+    start = policy.model.to_bytes()
+    gate.before_update()
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.add_(1.0)  # "the update"
+    assert gate.reference() == Gate.PRE and policy.models[Gate.PRE].to_bytes() == start
+    assert not gate.judge(epoch(1, 0.0, 1.0))  # worse: rolled back, no update
+    assert policy.model.to_bytes() == start and policy.active == "cand"
+    assert gate.decisions[-1]["decision"] == "rollback_pre_update"
+    assert gate.decisions[-1]["vetoed_by"] == ["orchestrator"]
+    gate.before_update()
+    assert gate.judge(epoch(2, 1.0, 0.0))  # better: kept, promoted (one stable epoch)
+    assert gate.decisions[-1]["decision"] == "promote" and gate.stable == start
 
 
 @ASYNC

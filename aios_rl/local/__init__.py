@@ -8,6 +8,8 @@ tests and notebooks.
 - :func:`collect_epoch`: one epoch planned by the campaign's planner
   (:mod:`aios_rl.rollouts.epoch`), round by round, a :class:`LocalRail` controller for RAIL;
 - :func:`train_epoch`: the trainer's update (:func:`aios_rl.student.train.train_step`);
+- :class:`Gate`: the campaign's comparison gate (reference runs of the weights before the
+  update, the epoch verdict, ``decide_epoch``, rollback);
 - :func:`eval_jobs`: near-greedy held-out jobs, seeded by task position.
 
 The same task, seed and checkpoint give the same episode here and on the stack
@@ -17,6 +19,7 @@ The same task, seed and checkpoint give the same episode here and on the stack
 from .kernel import (
     EVAL_REGIME,
     EpochRollouts,
+    Gate,
     LocalRail,
     Rollouts,
     collect_epoch,
@@ -29,6 +32,7 @@ from .policy import LocalPolicy, UnknownLocalCheckpointError
 __all__ = [
     "EVAL_REGIME",
     "EpochRollouts",
+    "Gate",
     "LocalPolicy",
     "LocalRail",
     "Rollouts",

@@ -39,7 +39,7 @@ from contracts import (
     job_max_steps,
 )
 
-from ..comparison import TaskStats, add_episode, epoch_verdict, verdict_request
+from ..comparison import TaskStats, add_episode, decide_epoch, epoch_verdict, verdict_request
 from ..envs import registry
 from ..envs.base import EnvironmentHost
 from ..envs.runner import RunnerSettings, run_episode
@@ -63,6 +63,7 @@ from .policy import LocalPolicy
 __all__ = [
     "EVAL_REGIME",
     "EpochRollouts",
+    "Gate",
     "LocalRail",
     "Rollouts",
     "collect_epoch",
@@ -304,6 +305,75 @@ class EpochRollouts:
         for ep in self.rollouts:
             acc = account_add(acc, ep)
         return acc
+
+
+@dataclass
+class Gate:
+    """The campaign's comparison gate in this process, around ``policy``'s active student: each
+    epoch's reference runs play the weights before the last update (``reference()``), the
+    epoch's verdict and the campaign's decision (``decide_epoch``) follow (``judge``), and a
+    rollback puts the weights before the update (or the last stable ones, after
+    ``degradation_streak_limit`` degradations in a row) back in the policy, as the campaign
+    moves its pointers. Needs ``spec.reference_runs`` > 0 to judge anything."""
+
+    spec: CampaignSpec
+    policy: LocalPolicy
+    pre: bytes | None = None
+    """The weights before the last update, while that update is being judged."""
+    stable: bytes = b""
+    """The last stable weights (``last_stable``); the policy's at the start."""
+    degradation_streak: int = 0
+    stable_streak: int = 0
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    """Every epoch's verdict and decision, in order."""
+
+    PRE = "pre_update_ref"
+
+    def __post_init__(self) -> None:
+        if not self.stable:
+            self.stable = self.policy.model.to_bytes()
+
+    def reference(self) -> str | None:
+        """The checkpoint this epoch's reference runs play (``None``: the candidate itself,
+        when no update is being judged)."""
+        if self.pre is None:
+            return None
+        self.policy.add(self.PRE, load_student(self.pre))
+        return self.PRE
+
+    def judge(self, got: EpochRollouts, *, seed: int = 0) -> bool:
+        """Decide on the epoch ``got`` collected; returns whether to train on it. A rollback
+        replaces the policy's active student (read ``policy.model`` again)."""
+        verdict = got.verdict(seed=seed)
+        plan = decide_epoch(
+            verdict.verdict,
+            degradation_streak=self.degradation_streak,
+            stable_streak=self.stable_streak,
+            spec=self.spec,
+            first=self.pre is None,  # the candidate is its own reference: nothing to judge
+        )
+        self.degradation_streak, self.stable_streak = plan.degradation_streak, plan.stable_streak
+        self.decisions.append(
+            {
+                "epoch": got.state.epoch,
+                "verdict": verdict.verdict,
+                "decision": plan.decision,
+                "vetoed_by": list(verdict.vetoed_by),
+                "mean_delta": verdict.mean_delta,
+            }
+        )
+        if plan.decision.startswith("rollback"):
+            back = self.pre if plan.decision == "rollback_pre_update" else self.stable
+            assert back is not None
+            self.policy.add(self.policy.active, load_student(back), active=True)
+        elif plan.decision == "promote":
+            self.stable = self.policy.model.to_bytes()
+        self.pre = None
+        return plan.train
+
+    def before_update(self) -> None:
+        """Keep the weights the coming update starts from (the next epoch's reference)."""
+        self.pre = self.policy.model.to_bytes()
 
 
 async def collect_epoch(

@@ -1,0 +1,341 @@
+"""Learning from reward: does the tiny student improve on tasks it never saw from the
+environment's reward alone, and how much does a teacher add, by the signal it adds?
+
+For each environment (``shell``, ``orchestrator``, ``browser-sites``: the local web sites'
+flows, ``browser-miniwob``: MiniWoB++ tasks) and seed, a fresh tiny student (initial weights
+from that seed) is trained from scratch on the train split by each variant, and scored on the
+held-out split before (untrained: the same weights for every variant of a seed) and after:
+
+- ``rl``: environment reward only; no teacher judges, nothing is distilled;
+- ``rl+noisy-shaping``: the noisy oracle (accuracy 0.7: each hint and verdict wrong 30 % of the
+  time) judges every rollout and its score is fused into the reward as the reward service fuses
+  it (weight 0.3, clipped at 0.5); its hints are not distilled;
+- ``rl+oracle-distill``: the oracle, which knows every answer, judges every rollout and its
+  hints are distilled at weight 0.5 (how the benchmarks on main were measured); the reward is
+  the environment's.
+
+``--sweep`` (shell): the teacher's accuracy against held-out success: a teacher of accuracy
+1.0 / 0.7 / 0.4 shaping the reward and distilled (both channels), and no teacher (``rl``).
+
+The loop is the product's, in one process (the in-process kernel, ``aios_rl.local``, through
+``bench/_kernel.py``'s ``train_one``), **with the comparison gate on**: every epoch also runs 2
+reference runs of each task under the weights before the last update, the epoch verdict (the
+task-level paired test and the per-environment degradation veto) and the campaign's decision
+(``decide_epoch``) follow, and a rollback restores the weights and skips the update, as the
+campaign service does. Each update reports what its episodes gave policy gradient to learn from
+(``reward_signal``: tied groups, reward spread) and the trainer's own metrics (gradient norm,
+entropy, KL to the weights before it), kept per epoch in the JSON.
+
+Evaluation: one near-greedy (temperature 0.1) seeded episode per held-out task, never judged by a
+teacher. Verdict on held-out **success** (the environment's outcome): the pooled paired
+difference trained - untrained over (seed, task), bootstrap 95 %; ``rl_only_paired_ci_low`` per
+environment is the lower end of the ``rl`` variant's interval: above 0, the student learned from
+reward beyond noise.
+
+Run from the repo root:
+
+    .venv/bin/python bench/learning_rl.py                    # every environment (hours)
+    .venv/bin/python bench/learning_rl.py --env shell        # one environment
+    .venv/bin/python bench/learning_rl.py --env shell --sweep  # the teacher-accuracy sweep
+    .venv/bin/python bench/learning_rl.py --env shell --quick  # a smoke run (~2 min)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # run as a script: `bench` importable
+
+import torch
+from rich.console import Console
+
+from aios_rl.bus import connect, provision
+from aios_rl.envs.browser import generate as browser_split
+from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
+from aios_rl.envs.orchestrator import generate as orchestrator_split
+from aios_rl.envs.orchestrator.adapter import OrchestratorHost
+from aios_rl.local import runner_settings
+from aios_rl.stats import paired_difference, wilson
+from bench import _common
+from bench._kernel import (
+    RolloutsFor,
+    Settings,
+    Task,
+    Teacher,
+    on_host,
+    shell_rollouts,
+    shell_splits,
+    train_one,
+)
+from contracts import Names, topology
+from services.sites.main import build as build_sites
+from services.sites.settings import SitesSettings
+
+ENVS = ("shell", "orchestrator", "browser-sites", "browser-miniwob")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of training: what the teacher contributes and whether its hints are distilled."""
+
+    what: str
+    teacher: Teacher
+    distill: float = 0.0
+
+
+NO_TEACHER = Teacher(accuracy=None)
+VARIANTS = {
+    "rl": Variant("environment reward only (no teacher)", NO_TEACHER),
+    "rl+noisy-shaping": Variant(
+        "reward shaped by the noisy oracle (accuracy 0.7, weight 0.3), no distillation",
+        Teacher(accuracy=0.7, shaping=0.3),
+    ),
+    "rl+oracle-distill": Variant(
+        "the oracle's hints distilled at 0.5 (it knows the answers), reward unshaped",
+        Teacher(accuracy=1.0),
+        distill=0.5,
+    ),
+}
+SWEEP = {
+    **{
+        f"accuracy {a:g}": Variant(
+            f"a teacher of accuracy {a:g}: shaping (0.3) and distillation (0.5)",
+            Teacher(accuracy=a, shaping=0.3),
+            distill=0.5,
+        )
+        for a in (1.0, 0.7, 0.4)
+    },
+    "none": VARIANTS["rl"],
+}
+
+FULL = {
+    "shell": Settings(
+        seeds=(0, 1, 2), epochs=15, tasks_per_epoch=8, group_size=4, train_tasks=100,
+        heldout_tasks=50, learning_rate=3e-3,
+    ),
+    "orchestrator": Settings(
+        seeds=(0, 1, 2), epochs=20, tasks_per_epoch=16, group_size=8, train_tasks=400,
+        heldout_tasks=100, learning_rate=1e-3,
+    ),
+    "browser-sites": Settings(
+        seeds=(0, 1, 2), epochs=5, tasks_per_epoch=6, group_size=4, train_tasks=40,
+        heldout_tasks=12, learning_rate=3e-3,
+    ),
+    "browser-miniwob": Settings(
+        seeds=(0, 1, 2), epochs=5, tasks_per_epoch=6, group_size=4, train_tasks=40,
+        heldout_tasks=12, learning_rate=3e-3,
+    ),
+}  # fmt: skip
+"""The learning benchmarks' settings on main (``bench/learning.py``), the orchestrator's halved
+in epochs and held-out tasks (it runs three variants plus reference runs)."""
+QUICK = {
+    env: replace(s, seeds=(0,), epochs=2, tasks_per_epoch=3, group_size=2, heldout_tasks=6)
+    for env, s in FULL.items()
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run measures: environments, variants, settings per environment."""
+
+    envs: tuple[str, ...]
+    variants: dict[str, Variant]
+    settings: dict[str, Settings]
+
+
+async def splits(env: str, s: Settings, log: Callable[[str], None]) -> tuple[list, list]:
+    """The train and held-out tasks of ``env`` (seed 0), a browser kind's alone."""
+    if env == "shell":
+        return shell_splits(s.train_tasks, s.heldout_tasks, log)
+    if env == "orchestrator":
+        return (
+            orchestrator_split(s.train_tasks, seed=0, split="train"),
+            orchestrator_split(s.heldout_tasks, seed=0, split="heldout"),
+        )
+    kind = "site" if env == "browser-sites" else "miniwob"
+    # The browser splits are half of each kind: ask for twice as many, keep one kind.
+    train = [t for t in browser_split.generate(2 * s.train_tasks, 0, "train") if t.kind == kind]
+    held = [t for t in browser_split.generate(2 * s.heldout_tasks, 0, "heldout") if t.kind == kind]
+    return train[: s.train_tasks], held[: s.heldout_tasks]
+
+
+@contextlib.asynccontextmanager
+async def hosts(env: str, tasks: Sequence[Task], workers: int) -> AsyncIterator[RolloutsFor]:
+    """Rollouts for ``env``'s tasks: the shell sandbox, the orchestrator, or real Chromium with
+    the sites service on an embedded nats-server."""
+    if env == "shell":
+        yield shell_rollouts(tasks, workers)  # type: ignore[arg-type]
+        return
+    if env == "orchestrator":
+        yield on_host(OrchestratorHost(runner_settings("orchestrator")), env, tasks, workers)
+        return
+    names = Names(f"bench{uuid.uuid4().hex[:10]}")
+    with _common.nats_server("aios-learning-rl-") as server:
+        async with connect(server.url, name="bench-learning-rl", names=names) as bus:
+            await provision(bus, topology(names))
+            sites, _ = build_sites(bus, SitesSettings(port=0))
+            host = BrowserHost(
+                BrowserRunnerSettings(nats_url="", screenshots=False, action_timeout_s=1)
+            )
+            host.attach(bus)
+            async with _common.running(sites):
+                try:
+                    yield on_host(host, "browser", tasks, workers)
+                finally:
+                    await host.aclose()
+
+
+async def measure(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, dict]]:
+    """Per environment, per variant, per seed: ``train_one``'s result (gate on)."""
+    torch.set_num_threads(1)
+    out: dict[str, dict[str, dict]] = {}
+    for env in plan.envs:
+        s = plan.settings[env]
+        train, heldout = await splits(env, s, log)
+        log(f"{env}: {len(train)} train and {len(heldout)} held-out tasks")
+        out[env] = {}
+        async with hosts(env, [*train, *heldout], s.workers) as rollouts_for:
+            for name, v in plan.variants.items():
+                out[env][name] = {}
+                for seed in s.seeds:
+                    out[env][name][str(seed)] = await train_one(
+                        seed,
+                        s,
+                        train,
+                        heldout,
+                        rollouts_for,
+                        lambda line, e=env, n=name: log(f"{e} {n}: {line}"),
+                        trainer={"distill_coef": v.distill},
+                        teacher=v.teacher,
+                        gate=True,
+                    )
+    return out
+
+
+def pooled(runs: dict[str, dict], key: str) -> list[float]:
+    return [x for seed in sorted(runs) for x in runs[seed][key]]
+
+
+def summarize(runs: dict[str, dict]) -> dict[str, Any]:
+    """One variant's numbers pooled over seeds: success before/after with Wilson intervals, the
+    paired difference with its bootstrap interval, mean rewards, the gate's decisions and the
+    updates' diagnostics (means over epochs and seeds)."""
+    before, after = pooled(runs, "before"), pooled(runs, "after")
+    d, lo, hi = paired_difference(before, after)
+    gate = [g for r in runs.values() for g in r["gate"]]
+    updates = [u for r in runs.values() for u in r["updates"]]
+    keys = ("tied_group_share", "group_reward_std", "grad_norm", "entropy", "kl_ref")
+    return {
+        "success_before": statistics.fmean(before),
+        "success_after": statistics.fmean(after),
+        "wilson_before": list(wilson(int(sum(before)), len(before))),
+        "wilson_after": list(wilson(int(sum(after)), len(after))),
+        "paired_difference": d,
+        "paired_ci_low": lo,
+        "paired_ci_high": hi,
+        "reward_before": statistics.fmean(pooled(runs, "reward_before")),
+        "reward_after": statistics.fmean(pooled(runs, "reward_after")),
+        "pairs": len(before),
+        "rollbacks": sum(g["decision"].startswith("rollback") for g in gate),
+        "vetoes": sum(bool(g["vetoed_by"]) for g in gate),
+        "epochs_judged": len(gate),
+        "updates": len(updates),
+        "diagnostics": {
+            k: statistics.fmean(u[k] for u in updates if k in u)
+            for k in keys
+            if any(k in u for u in updates)
+        },
+    }
+
+
+def direction(lo: float, hi: float) -> str:
+    if lo > 0:
+        return "better beyond noise"
+    if hi < 0:
+        return "worse beyond noise"
+    return "no difference beyond noise"
+
+
+def main(argv: list[str] | None = None) -> int:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--env", choices=ENVS, default=None)
+    pre.add_argument("--sweep", action="store_true")
+    known, rest = pre.parse_known_args(argv)
+    envs = (known.env,) if known.env else ENVS
+    if known.sweep and envs != ("shell",):
+        raise SystemExit("--sweep runs on shell: add --env shell")
+    name = "learning_rl_sweep" if known.sweep else "learning_rl"
+    if known.env and not known.sweep:
+        name += f"-{known.env}"
+    _, settings, out = _common.bench_args(
+        name, __doc__, "~2 min a variant", full=FULL, quick=QUICK, argv=rest
+    )
+    plan = Plan(envs, SWEEP if known.sweep else VARIANTS, settings)
+    console = Console()
+    res, machine, elapsed = _common.run(
+        lambda log: measure(plan, log), ["torch", "msgspec", "playwright"], console
+    )
+    rows: list[_common.Row] = []
+    summary: dict[str, dict[str, Any]] = {}
+    notes = [
+        "Signals: every row names what its student learned from. The oracle knows every "
+        "answer (a test double for a strong teacher); the noisy oracle is it, wrong on purpose "
+        "at the stated rate. Held-out episodes are never judged by a teacher.",
+        "Gate on: 2 reference runs a task an epoch, the epoch verdict and decide_epoch; a "
+        "rollback restores the weights before the update and skips that epoch's update.",
+    ]
+    for env in envs:
+        summary[env] = {}
+        for variant, runs in res[env].items():
+            sm = summarize(runs)
+            summary[env][variant] = sm
+            rows.append(
+                _common.Row(
+                    f"{env}, {variant}: held-out success, pooled over {len(runs)} seeds",
+                    "rate",
+                    sm["success_after"],
+                    sm["success_before"],
+                    samples={"ours": pooled(runs, "after"), "baseline": pooled(runs, "before")},
+                )
+            )
+            notes.append(
+                f"{env}, {variant} ({plan.variants[variant].what}): held-out success "
+                f"{sm['success_before']:.1%} -> {sm['success_after']:.1%}, paired "
+                f"{sm['paired_difference']:+.3f} [{sm['paired_ci_low']:+.3f}, "
+                f"{sm['paired_ci_high']:+.3f}]: {direction(sm['paired_ci_low'], sm['paired_ci_high'])}; "
+                f"gate: {sm['rollbacks']} rollback(s) in {sm['epochs_judged']} epochs."
+            )
+        if "rl" in summary[env]:
+            summary[env]["rl_only_paired_ci_low"] = summary[env]["rl"]["paired_ci_low"]  # type: ignore[assignment]
+    _common.print_rows("learning from reward", rows, "trained", "untrained", console)
+    _common.report(
+        console,
+        out,
+        title="Learning benchmark: learning from reward, signal by signal (tiny student, gate on)",
+        rows=rows,
+        ours="trained",
+        baseline="untrained",
+        machine=machine,
+        settings={env: asdict(settings[env]) for env in envs},
+        notes=notes,
+        elapsed_s=elapsed,
+    )
+    json_path = out.with_suffix(".json")
+    payload = json.loads(json_path.read_text())
+    json_path.write_text(json.dumps({**payload, **summary, "runs": res}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
