@@ -4,8 +4,8 @@ tasks and episode seeds drawn three ways: (a) the campaign's ``sample_tasks`` an
 ``bench/phase_de.py`` runs); (b) the task draws of the benchmark's old copied loop
 (``random.Random(f"phase_de:{seed}:orchestrator").sample(train, 6)`` per epoch); (c) those draws and
 the old loop's episode seeds (``10000 * epoch + position``). Prints orchestrator held-out success per
-seed (the same evaluation as ``bench/phase_de.py``). A diagnostic, not a product path: it swaps the
-kernel's sampler for the run (``aios_rl.local.kernel.sample_tasks``)."""
+seed (the same evaluation as ``bench/phase_de.py``). A diagnostic, not a product path: it gives
+the kernel's ``collect_epoch`` another task sampler (``sample=``)."""
 
 import asyncio
 import json
@@ -15,13 +15,10 @@ import statistics
 import msgspec
 import torch
 
-import aios_rl.local.kernel as K
 from aios_rl.local import LocalPolicy, collect_epoch, train_epoch
 from aios_rl.student import load_student, new_student
 from bench import phase_de as P
 from bench._kernel import taught
-
-orig_sample = K.sample_tasks
 
 
 async def one(splits, s, seed, variant):
@@ -39,7 +36,7 @@ async def one(splits, s, seed, variant):
         picks = draw.sample(train, min(s.tasks_per_epoch, len(train)))
         return [f"orchestrator/{t.task_id}" for t in picks]
 
-    K.sample_tasks = old_sample if variant in ("old-draw", "old-draw+seeds") else orig_sample
+    sample = old_sample if variant in ("old-draw", "old-draw+seeds") else None
     async with splits.rollouts_for(LocalPolicy(model)) as rollouts:
 
         async def run(jobs):
@@ -52,14 +49,13 @@ async def one(splits, s, seed, variant):
 
         for epoch in range(s.epochs):
             epoch_now["e"] = epoch
-            got = await collect_epoch(spec, epoch, available, run)
+            got = await collect_epoch(spec, epoch, available, run, sample=sample)
             train_epoch(
                 model, got.kept, spec.trainer, teach=lambda ep: taught(ep, by_id[ep.task_id])
             )
         success = (await P.evaluate(rollouts, splits, "orchestrator-only-"))["success"][
             "orchestrator"
         ]
-    K.sample_tasks = orig_sample
     return statistics.fmean(success)
 
 

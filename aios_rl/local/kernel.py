@@ -385,16 +385,18 @@ async def collect_epoch(
     candidate: str = "active",
     reference: str | None = None,
     rail: LocalRail | None = None,
+    sample: Callable[[CampaignSpec, int, Mapping[str, Sequence[str]]], list[str]] | None = None,
 ) -> EpochRollouts:
     """Every episode of one epoch, round by round, as the campaign service collects it: round 0
     runs the sampled tasks' base rollouts (and ``reference_runs`` under ``reference``), then the
     strategy plans round after round from what came back until it plans nothing. ``available``:
     the split's task ids per environment; ``run``: runs a round's jobs (e.g.
-    :meth:`Rollouts.run`). A RAIL strategy needs ``rail``. Raises ``ValueError`` for a RAIL
-    strategy without one."""
+    :meth:`Rollouts.run`). A RAIL strategy needs ``rail``. ``sample`` draws the epoch's tasks
+    (``None``: the campaign's ``sample_tasks``; a diagnostic may draw them otherwise). Raises
+    ``ValueError`` for a RAIL strategy without one."""
     if spec.rollout_strategy in RAIL and rail is None:
         raise ValueError(f"strategy {spec.rollout_strategy!r} needs a RAIL controller (rail=)")
-    tasks = sample_tasks(spec, epoch, available)
+    tasks = (sample or sample_tasks)(spec, epoch, available)
     state = CampaignState(
         spec=spec,
         epoch=epoch,
