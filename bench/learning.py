@@ -563,13 +563,15 @@ LM_FULL = {
         heldout_tasks=12, learning_rate=5e-4,
     ),
     "shell": Settings(
-        seeds=(0, 1, 2), epochs=3, tasks_per_epoch=4, group_size=4, train_tasks=40,
-        heldout_tasks=12, learning_rate=5e-4,
+        seeds=(0, 1, 2), epochs=2, tasks_per_epoch=3, group_size=4, train_tasks=40,
+        heldout_tasks=8, learning_rate=5e-4,
     ),
 }  # fmt: skip
 """``--student lm``: small budgets (every decision is a 135M-parameter model's forward pass on
-two CPU cores: an orchestrator episode takes ~15 s); LoRA's learning rate 5e-4 (an order above the usual 1e-5-1e-4 of LLM RL, for
-so few updates), set once, not tuned."""
+two CPU cores: an orchestrator episode takes ~15 s); shell's smaller still (its prompts, ~430
+tokens with a dozen candidate edits, cost about twice the orchestrator's per decision, and an
+episode takes several decisions); LoRA's learning rate 5e-4 (an order above the usual 1e-5-1e-4
+of LLM RL, for so few updates), set once, not tuned."""
 LM_QUICK = {
     env: Settings(
         seeds=(0,), epochs=1, tasks_per_epoch=2, group_size=2, train_tasks=8, heldout_tasks=3,
@@ -620,6 +622,27 @@ async def measure_lm(
     return res
 
 
+def _earlier_lm_runs(
+    path: Path, envs: Sequence[str]
+) -> dict[str, tuple[dict, Settings, str]]:
+    """The per-seed runs of environments an earlier ``--student lm`` run measured and this one
+    does not (``--env`` runs one environment at a time: ~1 h each here), so ``learning_lm``
+    reports every environment measured; each keeps its settings and the command and date it
+    came from."""
+    if not path.exists():
+        return {}
+    payload = json.loads(path.read_text())
+    kept: dict[str, tuple[dict, Settings, str]] = {}
+    for env, runs in payload.get("runs", {}).items():
+        if env in envs or env not in LM_FULL:
+            continue
+        own = payload.get(env, {})
+        when = own.get("measured", f"{payload.get('date', '?')} (`{payload.get('command', '?')}`)")
+        s = own.get("settings") or payload["settings"][env]
+        kept[env] = (runs, Settings(**{**s, "seeds": tuple(s["seeds"])}), when)
+    return kept
+
+
 def lm_main(settings: dict[str, Settings], envs: Sequence[str], out: Path) -> int:
     """``--student lm``: RL from environment reward alone (see :func:`measure_lm`); per
     environment the held-out mean reward before and after (pooled over seeds) with the paired
@@ -628,6 +651,12 @@ def lm_main(settings: dict[str, Settings], envs: Sequence[str], out: Path) -> in
     res, machine, elapsed = _common.run(
         lambda log: measure_lm(settings, envs, log), ["torch", "transformers", "peft"], console
     )
+    settings = dict(settings)
+    earlier = _earlier_lm_runs(out.with_suffix(".json"), envs)
+    for env, (runs, env_settings, when) in earlier.items():
+        res[env] = runs
+        settings[env] = env_settings
+    envs = (*envs, *earlier)
     rows: list[_common.Row] = []
     summary: dict[str, dict] = {}
     notes = [
@@ -643,6 +672,8 @@ def lm_main(settings: dict[str, Settings], envs: Sequence[str], out: Path) -> in
         "and after; verdict on the paired difference after - before of the held-out reward over "
         "(seed, task), bootstrap 95 %.",
     ]
+    for env, (_, _, when) in earlier.items():
+        notes.append(f"{env}: kept from the earlier run of {when} (not re-run by this command).")
     for env in envs:
         r = res[env]
         before = [x for seed in r for x in r[seed]["reward_before"]]
@@ -701,6 +732,9 @@ def lm_main(settings: dict[str, Settings], envs: Sequence[str], out: Path) -> in
     )
     json_path = out.with_suffix(".json")
     payload = json.loads(json_path.read_text())
+    this_run = f"{payload['date']} (`{payload['command']}`)"
+    for env in summary:
+        summary[env]["measured"] = earlier[env][2] if env in earlier else this_run
     json_path.write_text(json.dumps({**payload, **summary, "runs": res}, indent=2) + "\n")
     return 0
 

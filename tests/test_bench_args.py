@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,3 +53,33 @@ def test_a_bench_without_seeds_has_no_seeds_option(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         bench_args("y", "doc", "~1 s", full=Unseeded(3), quick=Unseeded(1), argv=["--seeds", "0"])
     assert "unrecognized arguments: --seeds" in capsys.readouterr().err
+
+
+def test_an_lm_run_of_one_environment_keeps_the_others_measured_before(tmp_path: Path) -> None:
+    from bench.learning import LM_FULL, _earlier_lm_runs
+
+    runs = {"0": {"before": [0.0], "after": [1.0], "reward_before": [0.1], "reward_after": [0.4]}}
+    settings = {
+        "seeds": [0], "epochs": 1, "tasks_per_epoch": 2, "group_size": 2, "train_tasks": 8,
+        "heldout_tasks": 3, "learning_rate": 5e-4, "workers": 2,
+    }  # fmt: skip
+    path = tmp_path / "learning_lm.json"
+    path.write_text(
+        json.dumps(
+            {
+                "date": "2026-12-04T11:27:11+00:00",
+                "command": "bench/learning.py --student lm --env orchestrator",
+                "settings": {"orchestrator": settings},
+                "orchestrator": {"settings": settings},
+                "runs": {"orchestrator": runs, "browser": runs},
+            }
+        )
+    )
+    assert _earlier_lm_runs(path, ("orchestrator",)) == {}, "a re-run replaces its own results"
+    kept = _earlier_lm_runs(path, ("shell",))
+    assert list(kept) == ["orchestrator"], "only environments --student lm trains are kept"
+    got, s, when = kept["orchestrator"]
+    assert got == runs and s.seeds == (0,) and s.epochs == 1
+    assert type(s) is type(LM_FULL["orchestrator"])
+    assert "2026-12-04T11:27:11" in when and "--env orchestrator" in when
+    assert _earlier_lm_runs(tmp_path / "absent.json", ("shell",)) == {}
