@@ -622,9 +622,7 @@ async def measure_lm(
     return res
 
 
-def _earlier_lm_runs(
-    path: Path, envs: Sequence[str]
-) -> dict[str, tuple[dict, Settings, str]]:
+def _earlier_lm_runs(path: Path, envs: Sequence[str]) -> dict[str, tuple[dict, Settings, str]]:
     """The per-seed runs of environments an earlier ``--student lm`` run measured and this one
     does not (``--env`` runs one environment at a time: ~1 h each here), so ``learning_lm``
     reports every environment measured; each keeps its settings and the command and date it
@@ -653,7 +651,7 @@ def lm_main(settings: dict[str, Settings], envs: Sequence[str], out: Path) -> in
     )
     settings = dict(settings)
     earlier = _earlier_lm_runs(out.with_suffix(".json"), envs)
-    for env, (runs, env_settings, when) in earlier.items():
+    for env, (runs, env_settings, _) in earlier.items():
         res[env] = runs
         settings[env] = env_settings
     envs = (*envs, *earlier)

@@ -537,3 +537,21 @@ def test_a_training_commands_json_document(capsys: pytest.CaptureFixture[str]) -
     ]  # fmt: skip
     assert doc["before"]["checkpoint"] == "a" and doc["after"]["checkpoint"] == "b"
     assert doc["heldout_success_by_epoch"] == {"0": 0.2, "1": 0.4} and doc["seconds"] == 12.3
+
+
+def test_the_demo_is_smaller_with_a_language_model_student_unless_sizes_are_given() -> None:
+    from aios_rl.cli.demo import DEMO, LM_DEMO, lm_sizes
+
+    tiny = parse("demo")
+    assert lm_sizes(tiny) == [] and tiny.epochs == DEMO["epochs"] == 4
+    lm = parse("demo", "--student", "lm")
+    assert lm_sizes(lm) == list(LM_DEMO)
+    assert (lm.epochs, lm.heldout, lm.group_size) == (1, LM_DEMO["heldout"], 2)
+    given = parse("demo", "--student", "lm", "--epochs", "4", "--heldout", "6")
+    changed = lm_sizes(given)
+    assert "epochs" not in changed and "heldout" not in changed and "group_size" in changed
+    assert (given.epochs, given.heldout, given.tasks_per_epoch) == (
+        4,
+        6,
+        LM_DEMO["tasks_per_epoch"],
+    )
