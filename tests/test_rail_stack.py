@@ -67,11 +67,13 @@ async def test_a_rail_campaign_goes_live_and_survives_a_killed_rail_service(
         episode_deadline_s=240,
         rollout_strategy="rail",
         branching=BranchingSettings(initial=2, max_rounds=2),
-        # A short schedule and a low bar (a lower bound of 0.45 on the sign agreement), so a
-        # handful of epochs sees a fit, a promotion and live decisions: this is the machinery;
-        # bench/rail.py measures how good the decisions are.
+        # A short schedule and a bar any fitted scorer clears (a lower bound of 0.1 on the sign
+        # agreement), so a handful of epochs sees a fit, a promotion and live decisions: this is
+        # the machinery; bench/rail.py measures how good the decisions are. (At 0.45 the
+        # promotion hung on how well six traces happened to agree: under load it came too late
+        # for any live decision.)
         rail=RailSettings(
-            min_traces=6, refit_every=3, fit_steps=150, window=24, margin=-0.05, z=1.0
+            min_traces=6, refit_every=3, fit_steps=150, window=24, margin=-0.4, z=1.0
         ),
         trainer=TrainerSettings(learning_rate=1e-2, seed=0),
     )
