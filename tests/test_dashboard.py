@@ -46,7 +46,7 @@ from services.dashboard.logic import View, campaign_view, lineage, prometheus, s
 from services.dashboard.main import build
 from services.dashboard.settings import DashboardSettings
 
-from .support import running
+from .support import eventually, running
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -447,3 +447,14 @@ async def test_the_dashboard_command_serves_the_state_until_stopped(
             proc.terminate()
             code = await asyncio.wait_for(proc.wait(), 30)
     assert code in (0, 130, -15), code
+    url = line.split()[2]
+
+    async def stopped() -> bool | None:
+        # The service the command started goes with it (it served on, orphaned, before).
+        try:
+            await asyncio.to_thread(urllib.request.urlopen, url, timeout=2)
+        except OSError:
+            return True
+        return None
+
+    await eventually(stopped, within=30, every=0.2, what="the dashboard service gone")

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ..bus import discover
+from ..proc import die_with_parent
 from ..state.ledger import Ledger
 from ._common import CliError, bus_args, json_arg, read_state, run_until_interrupt, store_arg
 from .campaign import latest_campaign
@@ -117,6 +118,9 @@ async def _dashboard(args: argparse.Namespace) -> int:
             env=env,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
+            # A SIGTERM (or SIGKILL) of this command skips the ``finally`` below: the service
+            # then goes with it instead of serving on, orphaned.
+            preexec_fn=die_with_parent(),
         )
         assert proc.stdout is not None
         try:
