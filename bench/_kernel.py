@@ -35,6 +35,7 @@ from aios_rl.local import (
 from aios_rl.rollouts import account_add
 from aios_rl.student import load_student, new_student
 from aios_rl.student.base import StudentBackend
+from aios_rl.student.train import credit_by_kind
 from contracts import (
     BrowserTask,
     CampaignSpec,
@@ -150,11 +151,16 @@ ORACLE = Teacher()
 
 
 async def score(
-    rollouts: Rollouts, tasks: Sequence[Task], tag: str
+    rollouts: Rollouts, tasks: Sequence[Task], tag: str, profile: dict | None = None
 ) -> tuple[list[float], list[float]]:
     """Near-greedy success (1/0) and reward per held-out task, one episode each seeded by the
-    task's position (the kernel's ``eval_jobs``)."""
+    task's position (the kernel's ``eval_jobs``); ``profile``, when given, receives what the
+    episodes did (steps per episode, the share of each kind of action: ``credit_by_kind``)."""
     episodes = await rollouts.run(eval_jobs(tasks, environment_of, tag))
+    if profile is not None:
+        profile.update(
+            {k: v for k, v in credit_by_kind(episodes).items() if not k.startswith("credit:")}
+        )
     return (
         [1.0 if ep.outcome == "success" else 0.0 for ep in episodes],
         [ep.env_reward for ep in episodes],
@@ -373,7 +379,8 @@ async def train_one(
     judge = Gate(spec, policy) if gate else None
     async with rollouts_for(policy) as rollouts:
         started = time.perf_counter()
-        before, reward_before = await score(rollouts, heldout, "before")
+        profile: dict[str, dict[str, float]] = {"before": {}, "after": {}}
+        before, reward_before = await score(rollouts, heldout, "before", profile["before"])
         clock["eval_before_s"] = time.perf_counter() - started
         log(f"seed {seed}: untrained held-out success {sum(before) / n:.0%}")
         for epoch in range(s.epochs):
@@ -397,7 +404,7 @@ async def train_one(
             updates.append({"epoch": float(epoch), "train_success": rate, **metrics})
             log(f"seed {seed} epoch {epoch}: train rollouts succeeded {rate:.0%}")
         started = time.perf_counter()
-        after, reward_after = await score(rollouts, heldout, "after")
+        after, reward_after = await score(rollouts, heldout, "after", profile["after"])
         clock["eval_after_s"] = time.perf_counter() - started
     log(f"seed {seed}: trained held-out success {sum(after) / n:.0%}")
     return {
@@ -406,6 +413,7 @@ async def train_one(
         "reward_before": reward_before,
         "reward_after": reward_after,
         "train_curve": curve,
+        "heldout_profile": profile,
         "updates": updates,
         "gate": judge.decisions if judge else [],
         "seconds": clock,

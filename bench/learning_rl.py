@@ -236,6 +236,7 @@ def summarize(runs: dict[str, dict]) -> dict[str, Any]:
     gate = [g for r in runs.values() for g in r["gate"]]
     updates = [u for r in runs.values() for u in r["updates"]]
     keys = ("tied_group_share", "group_reward_std", "grad_norm", "entropy", "kl_ref")
+    keys += tuple(sorted({k for u in updates for k in u if k.startswith(("share:", "credit:"))}))
     return {
         "success_before": statistics.fmean(before),
         "success_after": statistics.fmean(after),
@@ -251,12 +252,22 @@ def summarize(runs: dict[str, dict]) -> dict[str, Any]:
         "vetoes": sum(bool(g["vetoed_by"]) for g in gate),
         "epochs_judged": len(gate),
         "updates": len(updates),
+        "heldout_profile": {
+            when: _mean_profiles([r["heldout_profile"][when] for r in runs.values()])
+            for when in ("before", "after")
+        },
         "diagnostics": {
             k: statistics.fmean(u[k] for u in updates if k in u)
             for k in keys
             if any(k in u for u in updates)
         },
     }
+
+
+def _mean_profiles(profiles: list[dict[str, float]]) -> dict[str, float]:
+    """Seeds' held-out profiles averaged key by key (a kind a seed never took counts 0)."""
+    keys = sorted({k for p in profiles for k in p})
+    return {k: statistics.fmean(p.get(k, 0.0) for p in profiles) for k in keys}
 
 
 def direction(lo: float, hi: float) -> str:

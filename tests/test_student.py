@@ -434,3 +434,39 @@ def test_reward_signal_says_what_policy_gradient_can_learn_from() -> None:
     config = UpdateConfig(update_epochs=1)
     metrics, _ = train_step(new_student(seed=0), None, [*tied, *split], config)
     assert metrics["tied_group_share"] == 0.5 and "grad_norm" in metrics
+
+
+def test_credit_by_kind_says_which_kinds_of_action_policy_gradient_pushes_up_or_down() -> None:
+    from aios_rl.student.train import action_kind, credit_by_kind
+
+    assert action_kind("calc.py:3: `a - b` -> `a + b`") == "edit"
+    assert action_kind("run the tests") == "run" and action_kind("Submit") == "submit"
+    assert action_kind("") == "none"
+    edit = "calc.py:3: `a - b` -> `a + b`"
+    cands = ["run the tests", "submit", edit]
+
+    def ep(name: str, actions: list[str], reward: float) -> Episode:
+        steps = [
+            TrajectoryStep(
+                index=i, observation=f"o{i}", candidates=cands, action=a,
+                action_index=cands.index(a), logprob=-1.1,
+            )
+            for i, a in enumerate(actions)
+        ]  # fmt: skip
+        return Episode(
+            episode_id=name, environment="shell", task_id="t", group_id="g",
+            trajectory=steps, env_reward=reward, reward=reward,
+        )  # fmt: skip
+
+    # Group mean 0.5: the solver (+0.5) ran the tests, edited and submitted; the other (-0.5)
+    # submitted at once.
+    got = credit_by_kind(
+        [ep("win", ["run the tests", edit, "submit"], 1.0), ep("lose", ["submit"], 0.0)]
+    )
+    assert got["steps_mean"] == 2.0
+    assert got["share:submit"] == 0.5 and got["share:edit"] == 0.25
+    assert got["credit:submit"] == 0.0  # once in each: +0.5 and -0.5
+    assert got["credit:run"] == 0.5 and got["credit:edit"] == 0.5
+    assert credit_by_kind([]) == {}
+    # Reported with every update, beside the reward signal.
+    assert "credit:submit" in reward_signal([ep("a", ["submit"], 1.0), ep("b", ["submit"], 0.0)])

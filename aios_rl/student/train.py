@@ -510,7 +510,47 @@ def reward_signal(episodes: Sequence[Episode]) -> dict[str, float]:
             else float("nan")
         ),
         "hinted_share": hinted / len(episodes),
+        **credit_by_kind(episodes),
     }
+
+
+def action_kind(action: str) -> str:
+    """A coarse kind of an action label, the same across tasks: an edit (``path:line: `old` ->
+    `new```) is ``edit``; anything else its first word, lower-cased (``run``, ``submit``,
+    ``click``, ``deploy``); empty text is ``none``. Pure."""
+    if " -> " in action:
+        return "edit"
+    words = action.split(maxsplit=1)
+    return words[0].lower().strip("`'\":.,") if words else "none"
+
+
+def credit_by_kind(episodes: Sequence[Episode], *, top: int = 6) -> dict[str, float]:
+    """Where policy gradient puts its credit, by the kind of action (:func:`action_kind`):
+    ``steps_mean``, the policy's own steps per episode; for the ``top`` most frequent kinds,
+    ``share:<kind>``, their share of those steps, and ``credit:<kind>``, the mean over their
+    steps of the episode's reward minus its group's mean (GRPO's advantage before the std
+    division, the same for every step of an episode): a kind whose credit is below 0 is what
+    the update pushes down, on every task alike. Pure."""
+    by_group: dict[str, list[float]] = {}
+    for e in episodes:
+        by_group.setdefault(e.group_id or e.episode_id, []).append(_reward(e))
+    mean = {g: sum(r) / len(r) for g, r in by_group.items()}
+    kinds: dict[str, list[float]] = {}
+    steps = 0
+    for e in episodes:
+        centred = _reward(e) - mean[e.group_id or e.episode_id]
+        for step in e.trajectory:
+            if step.replayed:
+                continue
+            steps += 1
+            kinds.setdefault(action_kind(step.action), []).append(centred)
+    if not steps:
+        return {}
+    out = {"steps_mean": steps / len(episodes)}
+    for kind, credit in sorted(kinds.items(), key=lambda kv: -len(kv[1]))[:top]:
+        out[f"share:{kind}"] = len(credit) / steps
+        out[f"credit:{kind}"] = sum(credit) / len(credit)
+    return out
 
 
 class EmptyBatchError(StudentError):
