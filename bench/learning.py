@@ -580,10 +580,10 @@ LM_QUICK = {
     for env in LM_FULL
 }  # fmt: skip
 LM_TRAINER = {"distill_coef": 0.0, "update_epochs": 1, "minibatch_size": 16}
-LM_TRAINER_OF = {"shell": {**LM_TRAINER, "minibatch_size": 4}}
-"""Shell's minibatches are 4 decisions: a shell decision (a ~430-token prompt, a dozen candidate
-edits) holds ~1.5 GB of activations through its backward pass, and 16 of them outgrew the
-machine's 24 GB (the first run was killed by the kernel's OOM killer)."""
+"""(A step's 16 decisions pass through the model 4 at a time, gradients accumulated: the lm
+student's ``micro_batch_size``. A shell decision, a ~430-token prompt and a dozen candidate
+edits, holds over a gigabyte of activations through its backward pass; 16 at once outgrew the
+machine's 24 GB and the first shell run was OOM-killed.)"""
 """Reward only: no distillation toward teacher hints (the oracle still judges, its hints weigh 0).
 One pass over each epoch's samples in minibatches of 16 (proximal log-probs recomputed first):
 a decision's forward and backward pass takes ~2.7 s on two cores at SmolLM2's ~180-token
@@ -621,7 +621,7 @@ async def measure_lm(
                 lambda line, e=env: log(f"{e}: {line}"),
                 "lm",
                 student=lambda sd: LMStudent.create(seed=sd),
-                trainer=LM_TRAINER_OF.get(env, LM_TRAINER),
+                trainer=LM_TRAINER,
             )
     return res
 
@@ -667,8 +667,8 @@ def lm_main(settings: dict[str, Settings], envs: Sequence[str], out: Path) -> in
         "seed (the seed also draws the tasks and the update order).",
         "Signal: environment reward only. GRPO groups at temperature 1, distill_coef 0 (the "
         "oracle teacher's hints are computed by the kernel's loop but weigh nothing), KL 0.01 to "
-        "the weights before each update; one update per epoch (one pass, minibatches of 16; 4 on "
-        "shell, for memory). The orchestrator and shell "
+        "the weights before each update; one update per epoch (one pass, minibatches of 16 taken 4 "
+        "decisions at a time, gradients accumulated). The orchestrator and shell "
         "environments offer candidates, so the student scores them in process (the engine "
         "writes free text only).",
         "Evaluation: one near-greedy (T=0.1) episode per held-out task, seeded, the same before "

@@ -58,6 +58,9 @@ class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Share of each update drawn from replay rather than this epoch's fresh groups."""
     seed: int = 0
     minibatch_size: int = 64
+    micro_batch_size: int = 0
+    """Decisions per forward and backward pass within a step, gradients accumulated over the
+    minibatch (0: the student's own: 4 for a language model, else the whole minibatch)."""
     aggregation: Literal["token", "action"] = "token"
     std_normalize: bool = True
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"

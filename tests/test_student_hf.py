@@ -504,6 +504,55 @@ def test_token_level_update_weighs_tokens_by_the_truncated_rollout_ratio(tokeniz
 
 
 @needs_transformers
+@pytest.mark.parametrize(
+    ("algorithm", "aggregation"), [("grpo", "token"), ("ppo", "action"), ("grpo", "action")]
+)
+def test_a_step_taken_in_micro_batches_is_the_whole_minibatch_step(
+    tokenizer, algorithm: str, aggregation: str
+) -> None:
+    """Gradients accumulated over micro-batches (what keeps a language model's long shell
+    decisions inside memory) move the weights as one pass over the minibatch does: candidates
+    and token-level free text, KL to a reference and imitation, whatever the aggregation."""
+    import copy
+
+    base = student(tokenizer, max_new_tokens=4)
+    reference = copy.deepcopy(base)
+    texts = [Decision("$ pytest -q\nFAILED test_clamp", seed=s) for s in range(4)]
+    outs = base.act(texts, Regime(temperature=1.5))
+    episodes = [_token_episode(i, texts[i], o, float(i % 2)) for i, o in enumerate(outs)]
+    episodes += one_step_group(base, TOY, "press alpha", tag="micro", group_size=5, temperature=4.0)
+    config = UpdateConfig(
+        algorithm=algorithm, aggregation=aggregation, learning_rate=1e-2, update_epochs=2,  # type: ignore[arg-type]
+        minibatch_size=16, kl_coef=0.1, imitation_coef=0.5,
+    )  # fmt: skip
+    batch = build_batch(episodes, config=config, positive=episodes[4:6], free_text=True)
+    assert len(batch.policy) == 9 and len(batch.imitate) == 2
+
+    def run(micro: int) -> tuple[HFStudent, dict[str, float]]:
+        m = copy.deepcopy(base)
+        got = update(m, reference, batch, dataclasses.replace(config, micro_batch_size=micro))
+        return m, got
+
+    whole, whole_metrics = run(64)
+    for micro in (1, 4):
+        parts, metrics = run(micro)
+        # Adam moves each weight by about the learning rate (1e-2) a step whatever the gradient's
+        # scale; float error in the sums moves them by ~1e-5: a term weighed wrongly, far more.
+        for a, b in zip(whole.parameters(), parts.parameters(), strict=True):
+            assert torch.allclose(a, b, atol=1e-4), (micro, float((a - b).abs().max()))
+        # The gradient's scale, and each term's value, are the whole minibatch's.
+        keys = ("pg_loss", "kl_ref", "entropy", "imitation_loss", "loss", "clip_fraction")
+        for key in (*keys, "grad_norm"):
+            assert metrics[key] == pytest.approx(whole_metrics[key], rel=1e-3, abs=1e-6), key
+    assert whole.micro_batch_size == 4  # a language model's own, when the trainer leaves it 0
+    assert base.action_token_counts(texts, [tuple(o.token_ids) for o in outs]) == [
+        len(o.token_ids) for o in outs
+    ]
+    with pytest.raises(StudentError, match="micro_batch_size"):
+        update(copy.deepcopy(base), None, batch, dataclasses.replace(config, micro_batch_size=-1))
+
+
+@needs_transformers
 def test_the_device_is_chosen_or_refused_clearly(tokenizer) -> None:
     m = student(tokenizer)  # auto: CPU here (no GPU is lent to this project)
     assert m.device == torch.device("cuda" if torch.cuda.is_available() else "cpu")

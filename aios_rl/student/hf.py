@@ -79,6 +79,9 @@ class HFConfig:
     """Regimes at or below this temperature take the most likely candidate or token."""
     forward_batch: int = 64
     """Sequences per forward pass (a larger request runs in chunks)."""
+    micro_batch_size: int = 4
+    """Decisions per forward and backward pass of a trainer step (the trainer's
+    ``micro_batch_size`` 0 takes this): gradients accumulate over the step's minibatch."""
     share_prompt: bool = True
     """Score a decision's candidates over one pass of its prompt (its KV cache repeated for each
     candidate) instead of one pass of prompt and candidate per candidate: the same log-probs
@@ -112,6 +115,8 @@ class HFConfig:
             raise StudentError("candidate_line must contain {candidate}")
         if self.max_prompt_tokens < 1 or self.max_new_tokens < 1 or self.forward_batch < 1:
             raise StudentError("max_prompt_tokens, max_new_tokens and forward_batch must be >= 1")
+        if self.micro_batch_size < 1:
+            raise StudentError("micro_batch_size must be >= 1")
         if self.lora_rank < 0 or self.summary_dim < 1:
             raise StudentError("lora_rank must be >= 0 and summary_dim >= 1")
         if not isinstance(getattr(torch, self.dtype, None), torch.dtype):
@@ -643,6 +648,34 @@ class HFStudent(nn.Module):
         if len(decisions) != len(actions):
             raise StudentError(f"{len(decisions)} decisions but {len(actions)} actions")
         self._eval_mode()
+        chosen, texts = self._resolve(decisions, actions)
+        prompts, action_ids, rows = self._sequences(
+            decisions, [self._prompt_ids(d) for d in decisions], texts
+        )
+        scored = self._score(prompts, action_ids)
+        return self._evaluation(decisions, scored, rows, chosen)
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Decisions per forward and backward pass in a trainer step (its gradients accumulated
+        over the step's minibatch): a decision's candidates after a long prompt hold about a
+        gigabyte of activations through the backward pass on this model size."""
+        return self.config.micro_batch_size
+
+    def action_token_counts(
+        self, decisions: list[Decision], actions: Sequence[int | str | tuple[int, ...]]
+    ) -> list[int]:
+        """Tokens of each given action, as :meth:`evaluate` scores it (no forward pass): the
+        trainer's denominator when it takes a step's minibatch in parts."""
+        chosen, texts = self._resolve(decisions, actions)
+        _, action_ids, rows = self._sequences(decisions, [[] for _ in decisions], texts)
+        return [len(action_ids[r.start + k]) for r, k in zip(rows, chosen, strict=True)]
+
+    def _resolve(
+        self, decisions: list[Decision], actions: Sequence[int | str | tuple[int, ...]]
+    ) -> tuple[list[int], dict[int, str | tuple[int, ...]]]:
+        """Each action's row among its decision's sequences, and the free texts (or token
+        ids) of decisions without candidates."""
         chosen: list[int] = []
         texts: dict[int, str | tuple[int, ...]] = {}
         for i, (d, a) in enumerate(zip(decisions, actions, strict=True)):
@@ -660,10 +693,11 @@ class HFStudent(nn.Module):
                 chosen.append(0)
                 continue
             chosen.append(candidate_index(d, a))
-        prompts, action_ids, rows = self._sequences(
-            decisions, [self._prompt_ids(d) for d in decisions], texts
-        )
-        scored = self._score(prompts, action_ids)
+        return chosen, texts
+
+    def _evaluation(
+        self, decisions: list[Decision], scored: _Scored, rows: list[range], chosen: list[int]
+    ) -> Evaluation:
         seq_logp = scored.token_logp.sum(-1)
         first = torch.tensor([r.start for r in rows])
         picked = torch.tensor([r.start + k for r, k in zip(rows, chosen, strict=True)])

@@ -46,6 +46,20 @@ def group_advantages(
     return out
 
 
+def aggregate_part(
+    per_token: torch.Tensor, mask: torch.Tensor, how: Aggregation, tokens: int, actions: int
+) -> torch.Tensor:
+    """These rows' share of :func:`aggregate` over a larger batch of ``tokens`` valid tokens and
+    ``actions`` actions: summed over the rows, divided by the whole batch's count, so the parts
+    of a batch add up to its aggregate (micro-batches, gradients accumulated)."""
+    m = mask.to(per_token.dtype)
+    if how == "token":
+        return (per_token * m).sum() / max(tokens, 1)
+    if how == "action":
+        return ((per_token * m).sum(-1) / m.sum(-1).clamp(min=1)).sum() / max(actions, 1)
+    raise ValueError(f"aggregation must be 'token' or 'action', not {how!r}")
+
+
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: Aggregation) -> torch.Tensor:
     """Reduce a ``[N, T]`` per-token loss to a scalar: ``token`` averages over every valid token
     of the batch (long actions weigh more), ``action`` averages each action's tokens first, then

@@ -23,6 +23,7 @@ from .base import Decision, StudentBackend, StudentError
 from .losses import (
     MAX_LOG_RATIO,
     aggregate,
+    aggregate_part,
     clipped_surrogate,
     clipped_value_loss,
     gae,
@@ -55,6 +56,10 @@ class UpdateConfig:
     """Passes over the batch."""
     minibatch_size: int = 64
     """Samples per gradient step."""
+    micro_batch_size: int = 0
+    """Decisions per forward and backward pass within a step (gradients accumulated: the
+    step's gradient is the whole minibatch's); 0: the backend's own ``micro_batch_size`` (a
+    language model's: 4), or the whole minibatch at once."""
     clip_low: float = 0.2
     """Ratio clip below 1 (``1 - clip_low``)."""
     clip_high: float = 0.28
@@ -306,6 +311,193 @@ def _token_terms(
     return logp, old, weight, ratio
 
 
+class _Step:
+    """One gradient step's loss, taken in micro-batches of at most ``micro`` decisions (0: all
+    at once). A lane of one micro-batch adds its loss to :attr:`pending` (backward once, at
+    :meth:`finish`: the whole-minibatch computation exactly); a lane of several runs backward
+    after each, its terms divided by the whole minibatch's token and action counts, so the
+    gradients add up to the whole minibatch's while only one micro-batch's activations are
+    held. Metrics are the minibatch's, whichever way it was taken."""
+
+    def __init__(self, micro: int) -> None:
+        self.micro = micro
+        self.pending = torch.zeros(())
+        self.total = 0.0
+        self.backward = False
+        self.sums: dict[str, float] = {}
+        self.maxima: dict[str, float] = {}
+
+    def parts(self, n: int) -> list[range]:
+        size = self.micro if self.micro > 0 else n
+        return [range(i, min(n, i + size)) for i in range(0, n, size)]
+
+    def add(self, loss: torch.Tensor, alone: bool) -> None:
+        """A micro-batch's loss: kept for one backward (``alone``: the lane's only one), or
+        backpropagated now (its graph, and the activations with it, freed)."""
+        self.total += float(loss.detach())
+        if not loss.requires_grad:
+            return
+        if alone:
+            self.pending = self.pending + loss
+        else:
+            loss.backward()
+            self.backward = True
+
+    def note(self, name: str, value: torch.Tensor | float) -> None:
+        self.sums[name] = self.sums.get(name, 0.0) + float(value)
+
+    def note_max(self, name: str, value: torch.Tensor | float) -> None:
+        self.maxima[name] = max(self.maxima.get(name, -math.inf), float(value))
+
+    def finish(self) -> bool:
+        """Backward of the pending loss; whether any gradient was made."""
+        if self.pending.requires_grad:
+            self.pending.backward()
+            self.backward = True
+        return self.backward
+
+    def logged(self) -> dict[str, float]:
+        out = {k: v for k, v in self.sums.items() if not k.startswith("_")}
+        if "_ratio_count" in self.sums:
+            n = max(self.sums["_ratio_count"], 1.0)
+            out["rollout_ratio_mean"] = self.sums["_ratio_sum"] / n
+            out["is_truncated_fraction"] = self.sums["_truncated"] / n
+            out["rollout_ratio_max"] = self.maxima["rollout_ratio_max"]
+        return out
+
+
+def _token_counts(model: StudentBackend, decisions: list[Decision], actions: list[Action]) -> int:
+    """Tokens of the given actions, all together (the denominator of ``token`` aggregation
+    across micro-batches): the backend's ``action_token_counts`` when it has one (a language
+    model), else one per action (a candidate scorer)."""
+    counts = getattr(model, "action_token_counts", None)
+    return sum(counts(decisions, actions)) if counts is not None else len(actions)
+
+
+def _policy_lane(
+    model: StudentBackend,
+    reference: StudentBackend | None,
+    pol: list[Sample],
+    pol_ids: list[int],
+    proximal: dict[int, torch.Tensor],
+    config: UpdateConfig,
+    step: _Step,
+) -> None:
+    """The policy-gradient samples of one step: clipped surrogate (token-level samples weighted
+    for the sampler-trainer gap), entropy bonus, KL to ``reference``, PPO's value loss."""
+    parts = step.parts(len(pol))
+    alone = len(parts) == 1
+    tokens = (
+        None
+        if alone
+        else _token_counts(model, [s.decision for s in pol], [s.action_index for s in pol])
+    )
+    for part in parts:
+        sub = [pol[j] for j in part]
+        ev = model.evaluate([s.decision for s in sub], [s.action_index for s in sub])
+        adv = torch.tensor([[s.advantage] for s in sub])
+        # See the module docstring: the action's ratio for a candidate, the token's for
+        # token-level samples (weighted for the sampler-trainer gap).
+        logp, logp_old, weight, rollout_ratio = _token_terms(
+            sub, ev, proximal, [pol_ids[j] for j in part], config.is_cap
+        )
+        per_token, clipped = clipped_surrogate(
+            logp, logp_old, adv, clip_low=config.clip_low, clip_high=config.clip_high
+        )
+        n_tok = tokens if tokens is not None else max(int(ev.mask.sum()), 1)
+        share = len(sub) / len(pol)
+        if alone:
+            pg = aggregate(weight * per_token, ev.mask, config.aggregation)
+            entropy = ev.entropy.mean()
+        else:
+            pg = aggregate_part(weight * per_token, ev.mask, config.aggregation, n_tok, len(pol))
+            entropy = ev.entropy.sum() / len(pol)
+        tok = ev.mask & torch.tensor([s.token_level for s in sub]).unsqueeze(1)
+        if bool(tok.any()):
+            step.note("_ratio_sum", rollout_ratio[tok].sum())
+            step.note("_ratio_count", tok.sum())
+            step.note_max("rollout_ratio_max", rollout_ratio[tok].max())
+            step.note(
+                "_truncated",
+                (rollout_ratio[tok] > config.is_cap).sum() if config.is_cap > 0 else 0.0,
+            )
+            step.note("token_level_tokens", tok.sum())
+        loss = pg - config.entropy_coef * entropy
+        step.note("pg_loss", pg.detach())
+        step.note("entropy", entropy.detach())
+        step.note("clip_fraction", clipped[ev.mask].float().sum() / n_tok)
+        step.note("approx_kl_old", (logp_old - logp)[ev.mask].detach().sum() / n_tok)
+        if reference is not None and config.kl_coef > 0:
+            with torch.no_grad():
+                ref = reference.evaluate([s.decision for s in sub], [s.action_index for s in sub])
+            per = kl_penalty(ev.logprobs, ref.logprobs, config.kl_estimator)
+            kl = (
+                aggregate(per, ev.mask, config.aggregation)
+                if alone
+                else aggregate_part(per, ev.mask, config.aggregation, n_tok, len(pol))
+            )
+            loss = loss + config.kl_coef * kl
+            step.note("kl_ref", kl.detach())
+        if config.algorithm == "ppo":
+            vl = clipped_value_loss(
+                ev.values,
+                torch.tensor([s.value_old for s in sub]),
+                torch.tensor([s.ret for s in sub]),
+                clip=config.value_clip,
+            )
+            vl = vl if alone else vl * share
+            loss = loss + config.value_coef * vl
+            step.note("value_loss", vl.detach())
+        step.add(loss, alone)
+
+
+def _cross_entropy_lane(
+    model: StudentBackend,
+    items: list[tuple[Decision, Action]],
+    coef: float,
+    config: UpdateConfig,
+    step: _Step,
+    name: str,
+) -> None:
+    """Cross-entropy toward the given actions (imitation of the positive lane, distillation of
+    teacher hints), weighted by ``coef``."""
+    parts = step.parts(len(items))
+    alone = len(parts) == 1
+    tokens = None if alone else _token_counts(model, [d for d, _ in items], [a for _, a in items])
+    for part in parts:
+        sub = [items[j] for j in part]
+        ev = model.evaluate([d for d, _ in sub], [a for _, a in sub])
+        if alone:
+            ce = -aggregate(ev.logprobs, ev.mask, config.aggregation)
+        else:
+            assert tokens is not None
+            ce = -aggregate_part(ev.logprobs, ev.mask, config.aggregation, tokens, len(items))
+        step.note(name, ce.detach())
+        step.add(coef * ce, alone)
+
+
+def _negative_lane(
+    model: StudentBackend,
+    reference: StudentBackend,
+    neg: list[Decision],
+    config: UpdateConfig,
+    step: _Step,
+) -> None:
+    """KL(pi || reference) over the full candidate distributions of negative-lane states."""
+    parts = step.parts(len(neg))
+    alone = len(parts) == 1
+    for part in parts:
+        sub = [neg[j] for j in part]
+        zeros = [0] * len(sub)
+        ev = model.evaluate(sub, zeros)
+        with torch.no_grad():
+            ref = reference.evaluate(sub, zeros)
+        nkl = _exact_kl(ev.candidate_logprobs, ref.candidate_logprobs)
+        nkl = nkl if alone else nkl * (len(sub) / len(neg))
+        step.note("negative_kl", nkl.detach())
+        step.add(config.negative_kl_coef * nkl, alone)
+
+
 def _exact_kl(rows: list[torch.Tensor], ref_rows: list[torch.Tensor]) -> torch.Tensor:
     """Mean KL(pi || ref) over full candidate distributions."""
     kls = []
@@ -358,6 +550,9 @@ def update(
     if token_rows and (config.update_epochs > 1 or steps_per_epoch > 1):
         prox = _proximal(model, [batch.policy[i] for i in token_rows], config.minibatch_size)
         proximal = dict(zip(token_rows, prox, strict=True))
+    if config.micro_batch_size < 0:
+        raise StudentError(f"micro_batch_size must be >= 0, not {config.micro_batch_size}")
+    micro = config.micro_batch_size or getattr(model, "micro_batch_size", 0)
     for _ in range(config.update_epochs):
         perms = [
             torch.randperm(n, generator=gen).tolist() if n else []
@@ -369,83 +564,28 @@ def update(
             dis = _slice(batch.distill, perms[1], k, steps_per_epoch)
             neg = _slice(batch.negative, perms[2], k, steps_per_epoch)
             imi = _slice(batch.imitate, perms[3], k, steps_per_epoch)
-            loss = torch.zeros(())
-            if pol:
-                ev = model.evaluate([s.decision for s in pol], [s.action_index for s in pol])
-                adv = torch.tensor([[s.advantage] for s in pol])
-                # See the module docstring: the action's ratio for a candidate, the token's for
-                # token-level samples (weighted for the sampler-trainer gap).
-                logp, logp_old, weight, rollout_ratio = _token_terms(
-                    pol, ev, proximal, pol_ids, config.is_cap
-                )
-                per_token, clipped = clipped_surrogate(
-                    logp, logp_old, adv, clip_low=config.clip_low, clip_high=config.clip_high
-                )
-                pg = aggregate(weight * per_token, ev.mask, config.aggregation)
-                tok = ev.mask & torch.tensor([s.token_level for s in pol]).unsqueeze(1)
-                if bool(tok.any()):
-                    log("rollout_ratio_mean", rollout_ratio[tok].mean())
-                    log("rollout_ratio_max", rollout_ratio[tok].max())
-                    log(
-                        "is_truncated_fraction",
-                        (rollout_ratio[tok] > config.is_cap).float().mean()
-                        if config.is_cap > 0
-                        else 0.0,
-                    )
-                    log("token_level_tokens", tok.sum())
-                loss = loss + pg - config.entropy_coef * ev.entropy.mean()
-                log("pg_loss", pg)
-                log("entropy", ev.entropy.mean())
-                log("clip_fraction", clipped[ev.mask].float().mean())
-                log("approx_kl_old", ((logp_old - logp)[ev.mask]).mean())
-                if reference is not None and config.kl_coef > 0:
-                    with torch.no_grad():
-                        ref = reference.evaluate(
-                            [s.decision for s in pol], [s.action_index for s in pol]
-                        )
-                    kl = aggregate(
-                        kl_penalty(ev.logprobs, ref.logprobs, config.kl_estimator),
-                        ev.mask,
-                        config.aggregation,
-                    )
-                    loss = loss + config.kl_coef * kl
-                    log("kl_ref", kl)
-                if config.algorithm == "ppo":
-                    vl = clipped_value_loss(
-                        ev.values,
-                        torch.tensor([s.value_old for s in pol]),
-                        torch.tensor([s.ret for s in pol]),
-                        clip=config.value_clip,
-                    )
-                    loss = loss + config.value_coef * vl
-                    log("value_loss", vl)
-            if imi and config.imitation_coef > 0:
-                ev = model.evaluate([d for d, _ in imi], [i for _, i in imi])
-                ce = -aggregate(ev.logprobs, ev.mask, config.aggregation)
-                loss = loss + config.imitation_coef * ce
-                log("imitation_loss", ce)
-            if dis and config.distill_coef > 0:
-                ev = model.evaluate([d for d, _ in dis], [i for _, i in dis])
-                ce = -aggregate(ev.logprobs, ev.mask, config.aggregation)
-                loss = loss + config.distill_coef * ce
-                log("distill_loss", ce)
-            if neg and reference is not None and config.negative_kl_coef > 0:
-                zeros = [0] * len(neg)
-                ev = model.evaluate(neg, zeros)
-                with torch.no_grad():
-                    ref = reference.evaluate(neg, zeros)
-                nkl = _exact_kl(ev.candidate_logprobs, ref.candidate_logprobs)
-                loss = loss + config.negative_kl_coef * nkl
-                log("negative_kl", nkl)
-            if not loss.requires_grad:
-                continue
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            step = _Step(micro)
+            if pol:
+                _policy_lane(model, reference, pol, pol_ids, proximal, config, step)
+            if imi and config.imitation_coef > 0:
+                _cross_entropy_lane(
+                    model, imi, config.imitation_coef, config, step, "imitation_loss"
+                )
+            if dis and config.distill_coef > 0:
+                _cross_entropy_lane(model, dis, config.distill_coef, config, step, "distill_loss")
+            if neg and reference is not None and config.negative_kl_coef > 0:
+                _negative_lane(model, reference, neg, config, step)
+            made = step.finish()
+            for name, value in step.logged().items():
+                log(name, value)
+            if not made:
+                continue
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 list(model.parameters()), config.max_grad_norm
             )
             optimizer.step()
-            log("loss", loss)
+            log("loss", step.total)
             log("grad_norm", grad_norm)
     metrics = {k: sums[k] / counts[k] for k in sums}
     metrics["samples"] = float(n_pol + n_dis + n_neg)
@@ -460,6 +600,7 @@ def update_config(s: TrainerSettings) -> UpdateConfig:
         learning_rate=s.learning_rate,
         update_epochs=s.update_epochs,
         minibatch_size=s.minibatch_size,
+        micro_batch_size=s.micro_batch_size,
         clip_low=s.clip_low,
         clip_high=s.clip_high,
         aggregation=s.aggregation,
