@@ -26,6 +26,7 @@ import dataclasses
 import datetime as dt
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import shlex
@@ -94,7 +95,10 @@ class Row:
 
     @property
     def ratio(self) -> float:
-        """How many times better ours is than the baseline (> 1: ours is better)."""
+        """How many times better ours is than the baseline (> 1: ours is better); NaN when
+        both are 0 (nothing to compare: shown as n/a)."""
+        if self.ours == 0 and self.baseline == 0:
+            return float("nan")
         if self.higher_is_better:
             return self.ours / self.baseline if self.baseline else float("inf")
         return self.baseline / self.ours if self.ours else float("inf")
@@ -103,6 +107,11 @@ class Row:
 def median(values: Iterable[float]) -> float:
     """The median of ``values`` (the summary we report across repeats)."""
     return statistics.median(list(values))
+
+
+def ratio_text(ratio: float) -> str:
+    """A ratio as the tables show it: ``1.23x``, ``n/a`` when there was nothing to compare."""
+    return "n/a" if math.isnan(ratio) else f"{ratio:.2f}x"
 
 
 def fmt_number(value: float) -> str:
@@ -219,7 +228,7 @@ def markdown_table(rows: Sequence[Row], ours: str, baseline: str) -> str:
         "|---|---|---:|---:|---:|",
     ]
     for r in rows:
-        ratio = f"{r.ratio:.2f}x"
+        ratio = ratio_text(r.ratio)
         lines.append(
             f"| {r.name} | {r.unit} | {fmt_number(r.ours)} | {fmt_number(r.baseline)} | {ratio} |"
         )
@@ -274,7 +283,7 @@ def write_results(
         "elapsed_s": elapsed_s,
         "ours": ours,
         "baseline": baseline,
-        "rows": [{**asdict(r), "ratio": r.ratio} for r in rows],
+        "rows": [{**asdict(r), "ratio": None if math.isnan(r.ratio) else r.ratio} for r in rows],
         "notes": list(notes),
     }
     json_path.write_text(json.dumps(payload, indent=2) + "\n")
@@ -432,7 +441,9 @@ def print_rows(
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for r in rows:
-        table.add_row(r.name, r.unit, fmt_number(r.ours), fmt_number(r.baseline), f"{r.ratio:.2f}x")
+        table.add_row(
+            r.name, r.unit, fmt_number(r.ours), fmt_number(r.baseline), ratio_text(r.ratio)
+        )
     console.print(table)
 
 

@@ -645,6 +645,35 @@ def _earlier_lm_runs(path: Path, envs: Sequence[str]) -> dict[str, tuple[dict, S
     return kept
 
 
+def signal_note(env: str, runs: dict[str, dict]) -> str | None:
+    """What ``env``'s updates had to learn from and what the held-out episodes did, pooled over
+    seeds (``None`` for a run that predates these diagnostics)."""
+    updates = [u for r in runs.values() for u in r.get("updates", [])]
+    profiles = [r["heldout_profile"] for r in runs.values() if "heldout_profile" in r]
+    if not updates or not profiles:
+        return None
+
+    def mean(key: str, rows: list[dict]) -> float:
+        return statistics.fmean(row.get(key, 0.0) for row in rows)
+
+    def behaviour(when: str) -> str:
+        rows = [p[when] for p in profiles]
+        kinds = sorted(
+            {k for r in rows for k in r if k.startswith("share:")}, key=lambda k: -mean(k, rows)
+        )
+        shares = ", ".join(f"{k[6:]} {mean(k, rows):.0%}" for k in kinds)
+        return f"{mean('steps_mean', rows):.1f} steps an episode ({shares})"
+
+    tied = mean("tied_group_share", updates)
+    grad = mean("grad_norm", updates)
+    return (
+        f"{env}, what the updates had to learn from: {tied:.0%} of the GRPO groups tied (every "
+        f"rollout of the task got the same reward: advantage 0), mean gradient norm {grad:.3g}"
+        + (" (the weights never moved)" if grad == 0 else "")
+        + f"; held-out episodes before: {behaviour('before')}; after: {behaviour('after')}."
+    )
+
+
 def lm_main(settings: dict[str, Settings], envs: Sequence[str], out: Path) -> int:
     """``--student lm``: RL from environment reward alone (see :func:`measure_lm`); per
     environment the held-out mean reward before and after (pooled over seeds) with the paired
@@ -720,6 +749,8 @@ def lm_main(settings: dict[str, Settings], envs: Sequence[str], out: Path) -> in
             f"difference {d:+.3f} [{lo:+.3f}, {hi:+.3f}]: {direction(lo, hi)}; success "
             f"{statistics.fmean(won_b):.0%} -> {statistics.fmean(won_a):.0%}."
         )
+        if (note := signal_note(env, r)) is not None:
+            notes.append(note)
     _common.print_rows("learning: the lm student", rows, "trained", "untrained", console)
     _common.report(
         console,
