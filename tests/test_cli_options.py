@@ -546,8 +546,9 @@ def test_the_demo_is_smaller_with_a_language_model_student_unless_sizes_are_give
     assert lm_sizes(tiny) == [] and tiny.epochs == DEMO["epochs"] == 4
     lm = parse("demo", "--student", "lm")
     assert lm_sizes(lm) == list(LM_DEMO)
-    assert (lm.epochs, lm.heldout, lm.group_size) == (1, LM_DEMO["heldout"], 2)
+    assert (lm.epochs, lm.heldout, lm.group_size) == (2, LM_DEMO["heldout"], 2)
     given = parse("demo", "--student", "lm", "--epochs", "4", "--heldout", "6")
+    assert LM_DEMO["epochs"] < 4 and LM_DEMO["heldout"] < 6
     changed = lm_sizes(given)
     assert "epochs" not in changed and "heldout" not in changed and "group_size" in changed
     assert (given.epochs, given.heldout, given.tasks_per_epoch) == (
