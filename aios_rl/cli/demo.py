@@ -34,9 +34,8 @@ DEMO = {"epochs": 4, "tasks_per_epoch": 16, "group_size": 4, "train_tasks": 60, 
 LM_DEMO = {"epochs": 2, "tasks_per_epoch": 2, "group_size": 2, "train_tasks": 8, "heldout": 4}
 """The demo's sizes with a language-model student: every decision is a 135M-parameter model's
 pass on CPU cores (a shell episode takes tens of seconds on two), so the default demo (about 300
-episodes) would take hours; this one takes about ten minutes on two cores (two epochs: the
-first update is judged by the second epoch's comparison). A size given on the command line is
-kept."""
+episodes) would take hours; this one took 12 minutes on two cores (two epochs: the first
+update is judged by the second epoch's comparison). A size given on the command line is kept."""
 
 
 def lm_sizes(args: argparse.Namespace) -> list[str]:
