@@ -28,6 +28,7 @@ from aios_rl.local import (
     LocalRail,
     Rollouts,
     collect_epoch,
+    credit_by_kind,
     eval_jobs,
     runner_settings,
     train_epoch,
@@ -35,7 +36,6 @@ from aios_rl.local import (
 from aios_rl.rollouts import account_add
 from aios_rl.student import load_student, new_student
 from aios_rl.student.base import StudentBackend
-from aios_rl.student.train import credit_by_kind
 from contracts import (
     BrowserTask,
     CampaignSpec,

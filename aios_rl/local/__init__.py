@@ -10,11 +10,15 @@ tests and notebooks.
 - :func:`train_epoch`: the trainer's update (:func:`aios_rl.student.train.train_step`);
 - :class:`Gate`: the campaign's comparison gate (reference runs of the weights before the
   update, the epoch verdict, ``decide_epoch``, rollback);
-- :func:`eval_jobs`: near-greedy held-out jobs, seeded by task position.
+- :func:`eval_jobs`: near-greedy held-out jobs, seeded by task position;
+- :func:`credit_by_kind`: what episodes did (steps, each kind of action's share and GRPO
+  credit), as every update reports it.
 
 The same task, seed and checkpoint give the same episode here and on the stack
 (``tests/test_kernel.py``).
 """
+
+from aios_rl.student.train import credit_by_kind
 
 from .kernel import (
     EVAL_REGIME,
@@ -38,6 +42,7 @@ __all__ = [
     "Rollouts",
     "UnknownLocalCheckpointError",
     "collect_epoch",
+    "credit_by_kind",
     "eval_jobs",
     "runner_settings",
     "train_epoch",
