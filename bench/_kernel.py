@@ -306,6 +306,9 @@ class Settings:
     """Adam step size of every update."""
     workers: int = 2
     """Episodes run at once (the environments' work overlaps; the student's calls serialised)."""
+    temperature: float = 1.0
+    """Sampling temperature of the training rollouts (the campaign's regime); held-out
+    scoring is near-greedy (0.1) whatever this is."""
 
 
 ORACLE_DISTILL = {"distill_coef": 0.5}
@@ -317,8 +320,8 @@ gain under it is imitation of the answer key, not learning from reward."""
 def spec_for(
     env: str, seed: int, s: Settings, trainer: dict | None = None, *, reference_runs: int = 0
 ) -> CampaignSpec:
-    """The campaign a seed's training is: uniform GRPO groups of ``group_size`` at temperature
-    1 on ``tasks_per_epoch`` train tasks an epoch (the campaign's ``sample_tasks``, seeded by
+    """The campaign a seed's training is: uniform GRPO groups of ``group_size`` at
+    ``s.temperature`` on ``tasks_per_epoch`` train tasks an epoch (the campaign's ``sample_tasks``, seeded by
     (seed, epoch)), no reference runs, the trainer settings with ``s.learning_rate`` and
     :data:`ORACLE_DISTILL` unless ``trainer`` sets ``distill_coef``."""
     return CampaignSpec(
@@ -328,7 +331,7 @@ def spec_for(
         group_size=s.group_size,
         epochs=s.epochs,
         rollout_strategy="uniform",
-        regime=DecodingRegime(temperature=1.0),
+        regime=DecodingRegime(temperature=s.temperature),
         trainer=TrainerSettings(
             learning_rate=s.learning_rate, seed=seed, **{**ORACLE_DISTILL, **(trainer or {})}
         ),

@@ -17,6 +17,12 @@ held-out split before (untrained: the same weights for every variant of a seed) 
 ``--sweep`` (shell): the teacher's accuracy against held-out success: a teacher of accuracy
 1.0 / 0.7 / 0.4 shaping the reward and distilled (both channels), and no teacher (``rl``).
 
+``--levers`` (shell): what was tried to make reward alone generalise, at the same budget:
+step-level credit from the environment's progress measure (``rl+progress``: the tests' state
+after each edit, ``progress_coef`` 1), episodes that offer each read once per state of the code
+(``/no-repeat-reads``: no loop of ``show`` or ``run the tests``), and both. ``--variants a,b``
+runs some of a run's variants.
+
 The loop is the product's, in one process (the in-process kernel, ``aios_rl.local``, through
 ``bench/_kernel.py``'s ``train_one``), **with the comparison gate on**: every epoch also runs 2
 reference runs of each task under the weights before the last update, the epoch verdict (the
@@ -37,6 +43,7 @@ Run from the repo root:
     .venv/bin/python bench/learning_rl.py                    # every environment (hours)
     .venv/bin/python bench/learning_rl.py --env shell        # one environment
     .venv/bin/python bench/learning_rl.py --env shell --sweep  # the teacher-accuracy sweep
+    .venv/bin/python bench/learning_rl.py --env shell --levers # levers for reward alone
     .venv/bin/python bench/learning_rl.py --env shell --quick  # a smoke run (~2 min)
 """
 
@@ -65,6 +72,7 @@ from aios_rl.envs.browser import generate as browser_split
 from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
 from aios_rl.envs.orchestrator import generate as orchestrator_split
 from aios_rl.envs.orchestrator.adapter import OrchestratorHost
+from aios_rl.envs.shell.episode import ShellEnvConfig
 from aios_rl.local import runner_settings
 from aios_rl.stats import paired_difference, wilson
 from bench import _common
@@ -92,6 +100,15 @@ class Variant:
     what: str
     teacher: Teacher
     distill: float = 0.0
+    progress: float = 0.0
+    """Step-level credit from the environment's progress measure (``progress_coef``)."""
+    trainer: tuple[tuple[str, Any], ...] = ()
+    """Other trainer settings of this variant (field, value)."""
+    temperature: float | None = None
+    """Sampling temperature of the training rollouts (None: the settings')."""
+    shell: tuple[tuple[str, Any], ...] = ()
+    """Shell only: ``ShellEnvConfig`` fields of this variant's episodes (training and held-out
+    alike, so its untrained score is measured on the same environment)."""
 
 
 NO_TEACHER = Teacher(accuracy=None)
@@ -107,6 +124,29 @@ VARIANTS = {
         distill=0.5,
     ),
 }
+NO_REPEAT = (("repeat_reads", False),)
+LEVERS = {
+    "rl": VARIANTS["rl"],
+    "rl+progress": Variant(
+        "environment reward only, each step also credited with the progress the environment "
+        "measured for it (the tests' state after an edit; progress_coef 1)",
+        NO_TEACHER,
+        progress=1.0,
+    ),
+    "rl/no-repeat-reads": Variant(
+        "environment reward only, on episodes that offer each read once per state of the code "
+        "(repeat_reads off: no loop of reads)",
+        NO_TEACHER,
+        shell=NO_REPEAT,
+    ),
+    "rl+progress/no-repeat-reads": Variant(
+        "both: step-level progress credit and each read offered once per state of the code",
+        NO_TEACHER,
+        progress=1.0,
+        shell=NO_REPEAT,
+    ),
+}
+"""``--levers`` (shell): the levers tried against reward alone, at the same budget."""
 SWEEP = {
     **{
         f"accuracy {a:g}": Variant(
@@ -208,15 +248,23 @@ async def measure(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str,
         async with hosts(env, [*train, *heldout], s.workers) as rollouts_for:
             for name, v in plan.variants.items():
                 out[env][name] = {}
+                here = rollouts_for
+                if env == "shell" and v.shell:
+                    config = ShellEnvConfig(**dict(v.shell))
+                    here = shell_rollouts([*train, *heldout], s.workers, config)
                 for seed in s.seeds:
                     out[env][name][str(seed)] = await train_one(
                         seed,
-                        s,
+                        s if v.temperature is None else replace(s, temperature=v.temperature),
                         train,
                         heldout,
-                        rollouts_for,
+                        here,
                         lambda line, e=env, n=name: log(f"{e} {n}: {line}"),
-                        trainer={"distill_coef": v.distill},
+                        trainer={
+                            "distill_coef": v.distill,
+                            "progress_coef": v.progress,
+                            **dict(v.trainer),
+                        },
                         teacher=v.teacher,
                         gate=True,
                     )
@@ -282,17 +330,37 @@ def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--env", choices=ENVS, default=None)
     pre.add_argument("--sweep", action="store_true")
+    pre.add_argument("--levers", action="store_true")
+    pre.add_argument("--variants", default=None)
     known, rest = pre.parse_known_args(argv)
     envs = (known.env,) if known.env else ENVS
-    if known.sweep and envs != ("shell",):
-        raise SystemExit("--sweep runs on shell: add --env shell")
-    name = "learning_rl_sweep" if known.sweep else "learning_rl"
-    if known.env and not known.sweep:
+    if known.sweep and known.levers:
+        raise SystemExit("--sweep and --levers are two runs: choose one")
+    if (known.sweep or known.levers) and envs != ("shell",):
+        raise SystemExit(f"--{'sweep' if known.sweep else 'levers'} runs on shell: add --env shell")
+    variants = SWEEP if known.sweep else LEVERS if known.levers else VARIANTS
+    if known.variants is not None:
+        asked = [v.strip() for v in known.variants.split(",") if v.strip()]
+        unknown = [v for v in asked if v not in variants]
+        if unknown or not asked:
+            raise SystemExit(
+                f"--variants: unknown {', '.join(unknown) or '(none given)'}; "
+                f"choose from {', '.join(variants)}"
+            )
+        variants = {v: variants[v] for v in asked}
+    name = (
+        "learning_rl_sweep"
+        if known.sweep
+        else "learning_rl_levers"
+        if known.levers
+        else "learning_rl"
+    )
+    if known.env and not (known.sweep or known.levers):
         name += f"-{known.env}"
     _, settings, out = _common.bench_args(
         name, __doc__, "~2 min a variant", full=FULL, quick=QUICK, argv=rest
     )
-    plan = Plan(envs, SWEEP if known.sweep else VARIANTS, settings)
+    plan = Plan(envs, variants, settings)
     console = Console()
     res, machine, elapsed = _common.run(
         lambda log: measure(plan, log), ["torch", "msgspec", "playwright"], console

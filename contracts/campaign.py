@@ -65,6 +65,15 @@ class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
     std_normalize: bool = True
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     negative_kl_coef: float = 0.1
+    self_imitation: bool = False
+    """Also imitate (``imitation_coef``) the update's own fresh rollouts that succeeded, as
+    the environment judged them (behaviour cloning filtered by reward: RAFT, self-imitation
+    learning). A reward signal, not a teacher's."""
+    progress_coef: float = 0.0
+    """Step-level credit from the environment's own measure of progress
+    (``TrajectoryStep.progress``: shell measures it by re-running the tests after each edit):
+    each step's advantage gets this times its progress on top of its episode's. Environment
+    reward, not a teacher's. 0: every step shares its episode's credit."""
     entropy_coef: float = 0.0
     offline_batch: int = 128
     """Episodes asked of ``replay.sample`` for an offline or mixed update."""

@@ -65,6 +65,11 @@ class TrajectoryStep(msgspec.Struct, frozen=True, kw_only=True):
     replayed: bool = False
     """True when the action came from a branch prefix rather than the policy."""
     step_reward: float = 0.0
+    progress: float = 0.0
+    """The environment's measure of what this step did toward solving the task (shell: the
+    change of the tests' state after an edit; see ``Environment.progress``); 0 when the
+    environment measures none. Step-level credit for the trainer (``progress_coef``), not part
+    of the episode's reward; the policy never sees it."""
     hidden: list[float] = []
     """The policy's hidden-state projection at this step, when the job asked for it (RAIL's
     context); empty otherwise."""

@@ -83,3 +83,21 @@ def test_an_lm_run_of_one_environment_keeps_the_others_measured_before(tmp_path:
     assert type(s) is type(LM_FULL["orchestrator"])
     assert "2026-12-04T11:27:11" in when and "--env orchestrator" in when
     assert _earlier_lm_runs(tmp_path / "absent.json", ("shell",)) == {}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--levers"], "--levers runs on shell: add --env shell"),
+        (["--env", "shell", "--levers", "--sweep"], "--sweep and --levers are two runs"),
+        (["--env", "shell", "--levers", "--variants", "rl,nope"], "--variants: unknown nope;"),
+    ],
+)
+def test_learning_rl_refuses_a_run_it_cannot_make_in_one_line(
+    argv: list[str], message: str
+) -> None:
+    from bench.learning_rl import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)

@@ -222,6 +222,32 @@ async def test_loop_replays_the_prefix_then_samples() -> None:
     assert fresh.observation == steps[1].observation
 
 
+async def test_loop_keeps_the_progress_an_environment_measures() -> None:
+    class Measured(BeaconEnv):
+        """Progress: +1 for picking the beacon's colour, -1 for retracting a right pick."""
+
+        progress = 0.0
+
+        async def step(self, action: str) -> None:
+            if not self.actions:
+                self.progress = 1.0 if action == self.task.colour else 0.0
+            else:
+                right = self.actions[0] == self.task.colour
+                self.progress = -1.0 if right and action == "retract" else 0.0
+            await super().step(action)
+
+    steps: list = []
+    await run_steps(
+        Measured(beacon("red")), job(), FakePolicy("red", "retract"), steps, max_steps=4
+    )
+    assert [s.progress for s in steps] == [1.0, -1.0]
+    plain: list = []  # an environment that measures none: every step 0
+    await run_steps(
+        BeaconEnv(beacon("red")), job(), FakePolicy("red", "retract"), plain, max_steps=4
+    )
+    assert [s.progress for s in plain] == [0.0, 0.0]
+
+
 async def test_loop_stops_an_environment_that_never_ends() -> None:
     class Endless(BeaconEnv):
         @property

@@ -174,6 +174,53 @@ def test_an_undone_edit_can_be_withheld(sandbox: Sandbox) -> None:
     assert BREAK_SUB in plain[2][1]
 
 
+def progress_of(task: ShellTask, sandbox: Sandbox, actions: list[str], **kw: object) -> list:
+    """Each step's progress, stepping an episode by hand."""
+    with ShellEpisode(task, sandbox, **kw) as ep:  # type: ignore[arg-type]
+        out = []
+        for action in actions:
+            ep.step(action)
+            out.append(ep.progress)
+        return out
+
+
+def test_progress_is_the_change_of_the_tests_state(sandbox: Sandbox) -> None:
+    # add fixed: 1 of 2 failing passes (0.5 * 1/2); mul fixed too: all pass (1.0); sub broken:
+    # a passing test fails (-0.5); the tests, show and submit change nothing.
+    steps = [RUN_TESTS, FIX_ADD, FIX_MUL, BREAK_SUB, UNDO, SUBMIT]
+    assert progress_of(calc_task(), sandbox, steps) == [0.0, 0.25, 0.75, -1.5, 1.5, 0.0]
+    # Potential-based: the steps' progress adds up to the final state's potential.
+    assert sum(progress_of(calc_task(), sandbox, [BREAK_SUB, FIX_ADD, UNDO, UNDO])) == 0.0
+
+
+def test_progress_counts_free_text_that_changes_the_code(sandbox: Sandbox) -> None:
+    fix = "sed -i 's/return b - a/return a + b/' calc.py"
+    assert progress_of(calc_task(), sandbox, [fix, "cat calc.py"]) == [0.25, 0.0]
+
+
+def test_progress_runs_the_tests_once_per_state_and_can_be_off(sandbox: Sandbox) -> None:
+    cache: dict[str, float] = {}
+    progress_of(calc_task(), sandbox, [FIX_ADD, UNDO, FIX_ADD], progress_cache=cache)
+    assert sorted(cache.values()) == [0.0, 0.25]  # two states of the code, each run once
+    off = ShellEnvConfig(progress=False)
+    assert progress_of(calc_task(), sandbox, [FIX_ADD, FIX_MUL], config=off) == [0.0, 0.0]
+
+
+def test_a_read_is_offered_once_per_state_of_the_code_when_asked(sandbox: Sandbox) -> None:
+    once = ShellEnvConfig(repeat_reads=False)
+    with ShellEpisode(calc_task(), sandbox, config=once) as ep:
+        show = next(c for c in ep.candidates if c.startswith("show "))
+        for action in (RUN_TESTS, show):
+            ep.step(action)
+        assert RUN_TESTS not in ep.candidates and show not in ep.candidates
+        assert FIX_ADD in ep.candidates and SUBMIT in ep.candidates
+        ep.step(FIX_ADD)  # the code changed: every read is worth doing again
+        assert RUN_TESTS in ep.candidates and show in ep.candidates
+    with ShellEpisode(calc_task(), sandbox) as ep:  # the default offers reads again
+        ep.step(RUN_TESTS)
+        assert RUN_TESTS in ep.candidates
+
+
 def test_run_the_tests_reports_the_failures(sandbox: Sandbox) -> None:
     _, trajectory = play(calc_task(), sandbox, [RUN_TESTS, SUBMIT])
     seen = trajectory[1][0]

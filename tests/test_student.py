@@ -218,6 +218,53 @@ def _episode(obs: str, cands: list[str], chosen: int, reward: float, **kw) -> Ep
     )
 
 
+def _two_step_episode(reward: float, progress: tuple[float, float], group: str) -> Episode:
+    cands = ["edit a", "edit b", "submit"]
+    steps = [
+        TrajectoryStep(
+            index=i,
+            observation=f"state {i}",
+            candidates=cands,
+            action=cands[a],
+            action_index=a,
+            logprob=math.log(1 / 3),
+            progress=p,
+        )
+        for i, (a, p) in enumerate(zip((0, 2), progress, strict=True))
+    ]
+    return Episode(
+        episode_id=f"e-{group}-{reward}-{progress}", environment="shell", task_id="t",
+        group_id=group, trajectory=steps, env_reward=reward, reward=reward,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_progress_credits_each_step_only_when_asked(algorithm: str) -> None:
+    episodes = [_two_step_episode(1.0, (1.0, 0.0), "g"), _two_step_episode(0.0, (-0.5, 0.0), "g")]
+    plain = build_batch(episodes, config=UpdateConfig(algorithm=algorithm))
+    credited = build_batch(episodes, config=UpdateConfig(algorithm=algorithm, progress_coef=0.5))
+    flat = [s.advantage for s in plain.policy]
+    if algorithm == "grpo":
+        # Every step of an episode shares its credit; progress adds 0.5 x each step's own.
+        assert flat[0] == flat[1] and flat[2] == flat[3]
+        assert [s.advantage - a for s, a in zip(credited.policy, flat, strict=True)] == (
+            pytest.approx([0.5, 0.0, -0.25, 0.0])
+        )
+    else:
+        # PPO: progress is the step's reward; the edit that fixed gets more than the one that
+        # broke, by more than without it.
+        gap = [b.policy[0].advantage - b.policy[2].advantage for b in (plain, credited)]
+        assert gap[1] > gap[0]
+
+
+def test_self_imitation_clones_only_the_updates_own_successes() -> None:
+    won = _episode("state", ["a", "b"], 1, 1.0, outcome="success", group_id="g")
+    lost = _episode("state", ["a", "b"], 0, 0.0, outcome="failure", group_id="g")
+    assert build_batch([won, lost], config=UpdateConfig()).imitate == []
+    batch = build_batch([won, lost], config=UpdateConfig(self_imitation=True))
+    assert [(d.observation, i) for d, i in batch.imitate] == [("state", 1)]
+
+
 def _hinted_batch_parts() -> tuple[Episode, Episode, Episode]:
     cands = ["apply edit 1", "apply edit 2", "apply edit 3"]
     hinted = _episode(

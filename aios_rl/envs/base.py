@@ -9,6 +9,13 @@ contracts. An environment is two objects:
   :attr:`~Environment.candidates` (empty: free text), ``await step(action)``, :attr:`done`,
   :meth:`result` once done, ``await close()``.
 
+Optionally, an environment measures step-level progress: a float attribute ``progress``, what
+the last step did toward solving the task (read after each ``step``; absent or 0: none). The
+runner keeps it on the step (``TrajectoryStep.progress``) and the trainer can give each step
+that credit on top of the episode's (``TrainerSettings.progress_coef``). Make it the change of a
+potential of the state (what the final judgement would say of the state now), so the steps'
+progress adds up to the final state's and cannot reward going round in circles.
+
 Replaying an action prefix must reproduce the state exactly (branching depends on it): by
 default the runner replays by stepping, so an environment's ``step`` must be deterministic given
 the task, the seed and the actions so far. An environment whose steps are costly may override

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import msgspec
+
 from contracts import ActRequest, ActResponse, RolloutJob, TrajectoryStep
 
 from ..errors import AiosError
@@ -96,5 +98,8 @@ async def run_steps(
                 token_logprobs=list(resp.token_logprobs),
             )
         await env.step(action)
+        progress = float(getattr(env, "progress", 0.0) or 0.0)
+        if progress and not step.replayed:
+            step = msgspec.structs.replace(step, progress=progress)
         steps.append(step)
     return checkpoint

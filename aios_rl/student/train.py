@@ -90,6 +90,15 @@ class UpdateConfig:
     not learned from (and not even collected into the batch)."""
     negative_kl_coef: float = 0.1
     """Weight of KL(pi || reference) on negative-lane states."""
+    self_imitation: bool = False
+    """Also imitate (weight ``imitation_coef``) this update's own fresh episodes that
+    succeeded, as the environment judged them: behaviour cloning filtered by reward (RAFT,
+    self-imitation learning). A reward signal, not a teacher's."""
+    progress_coef: float = 0.0
+    """Step-level credit: each step's advantage gets this times the progress the environment
+    measured for it (``TrajectoryStep.progress``; GRPO: added to the episode's group-relative
+    advantage; PPO: added to that step's reward). 0: every step of an episode shares its
+    episode's credit."""
     max_grad_norm: float = 1.0
     """Gradient clipping."""
     is_cap: float = 2.0
@@ -205,9 +214,16 @@ def build_batch(
         )
         for ep, a in zip(episodes, adv.tolist(), strict=True):
             rollout = _rollout_logps(ep)
+            progress = _progress(ep, config.progress_coef)
             for i, d, idx, logp, _v in _decisions(ep, free_text=free_text):
                 batch.policy.append(
-                    Sample(d, idx, logp, advantage=a, rollout_logps=_own(idx, rollout, i))
+                    Sample(
+                        d,
+                        idx,
+                        logp,
+                        advantage=a + progress.get(i, 0.0),
+                        rollout_logps=_own(idx, rollout, i),
+                    )
                 )
     else:
         samples: list[Sample] = []
@@ -215,8 +231,9 @@ def build_batch(
             steps = _decisions(ep, free_text=free_text)
             if not steps:
                 continue
-            rewards = torch.zeros(len(steps), dtype=torch.float64)
-            rewards[-1] = _reward(ep)
+            progress = _progress(ep, config.progress_coef)
+            rewards = torch.tensor([progress.get(i, 0.0) for i, *_ in steps], dtype=torch.float64)
+            rewards[-1] += _reward(ep)
             values = torch.tensor([v for *_, v in steps], dtype=torch.float64)
             adv, ret = gae(rewards, values, gamma=config.gamma, lam=config.gae_lambda)
             rollout = _rollout_logps(ep)
@@ -240,7 +257,8 @@ def build_batch(
                 for s, x in zip(samples, a.tolist(), strict=True)
             ]
         batch.policy = samples
-    for ep in positive:
+    own = [e for e in episodes if e.outcome == "success"] if config.self_imitation else []
+    for ep in [*positive, *own]:
         batch.imitate.extend((d, idx) for _, d, idx, _, _ in _decisions(ep, free_text=free_text))
     hinted = list(episodes) + list(positive) + list(negative) if config.distill_coef > 0 else []
     for ep in hinted:
@@ -260,6 +278,13 @@ def build_batch(
     for ep in negative:
         batch.negative.extend(d for _, d, _, _, _ in _decisions(ep))
     return batch
+
+
+def _progress(ep: Episode, coef: float) -> dict[int, float]:
+    """``coef`` times each step's progress, by step index (empty when ``coef`` is 0)."""
+    if coef == 0:
+        return {}
+    return {s.index: coef * s.progress for s in ep.trajectory if s.progress}
 
 
 def _own(action: Action, rollout: dict[int, tuple[float, ...]], index: int) -> tuple[float, ...]:
@@ -611,6 +636,8 @@ def update_config(s: TrainerSettings) -> UpdateConfig:
         imitation_coef=s.imitation_coef,
         distill_coef=s.distill_coef,
         negative_kl_coef=s.negative_kl_coef,
+        progress_coef=s.progress_coef,
+        self_imitation=s.self_imitation,
         is_cap=s.is_cap,
         seed=s.seed,
     )
@@ -622,7 +649,8 @@ def reward_signal(episodes: Sequence[Episode]) -> dict[str, float]:
     equal (GRPO gives them advantage 0: no gradient); ``reward_mean`` and ``reward_std`` over the
     episodes; ``group_reward_std``, the mean within-group spread (the contrast GRPO sees);
     ``hinted_share``, the share of episodes carrying a usable teacher hint (learned from only
-    with distillation on). Pure."""
+    with distillation on); ``progress_step_share``, the share of the policy's steps the
+    environment measured progress for (step-level credit with ``progress_coef``). Pure."""
     if not episodes:
         return {}
     by_group: dict[str, list[float]] = {}
@@ -630,6 +658,7 @@ def reward_signal(episodes: Sequence[Episode]) -> dict[str, float]:
         by_group.setdefault(e.group_id or e.episode_id, []).append(_reward(e))
     real = [g for g in by_group.values() if len(g) > 1]
     rewards = torch.tensor([_reward(e) for e in episodes], dtype=torch.float64)
+    moved = [bool(s.progress) for e in episodes for s in e.trajectory if not s.replayed]
     hinted = sum(
         1
         for e in episodes
@@ -651,6 +680,7 @@ def reward_signal(episodes: Sequence[Episode]) -> dict[str, float]:
             else float("nan")
         ),
         "hinted_share": hinted / len(episodes),
+        "progress_step_share": (sum(moved) / len(moved) if moved else 0.0),
         **credit_by_kind(episodes),
     }
 

@@ -20,6 +20,9 @@ from .store import SHELL_TASKS
 
 __all__ = ["SPEC", "ShellEnv", "ShellHost", "ShellRunnerSettings", "work_root"]
 
+_PROGRESS_CACHE = 100_000
+"""Code states whose potential a host keeps (cleared past this: about 15 MB)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class ShellRunnerSettings(RunnerSettings):
@@ -107,6 +110,11 @@ class ShellEnv:
     def done(self) -> bool:
         return self.episode.done
 
+    @property
+    def progress(self) -> float:
+        """The last step's progress (``ShellEpisode.progress``)."""
+        return self.episode.progress
+
     async def step(self, action: str) -> None:
         await asyncio.to_thread(self.episode.step, action)
 
@@ -138,6 +146,8 @@ class ShellHost:
             allow_free_text=settings.allow_free_text,
         )
         self.work_root = work_root(settings.work_dir)
+        self.progress_cache: dict[str, float] = {}
+        """Potentials of code states seen by this host's episodes (``ShellEpisode``)."""
 
     async def open(self, task: ShellTask, *, seed: int, max_steps: int) -> ShellEnv:
         episode = await asyncio.to_thread(
@@ -148,8 +158,14 @@ class ShellHost:
             seed=seed,
             max_steps=max_steps,
             work_root=self.work_root,
+            progress_cache=self._cache(),
         )
         return ShellEnv(episode)
+
+    def _cache(self) -> dict[str, float]:
+        if len(self.progress_cache) > _PROGRESS_CACHE:
+            self.progress_cache.clear()
+        return self.progress_cache
 
     def task_info(self, task: ShellTask) -> dict[str, str]:
         return {

@@ -51,6 +51,18 @@ Reward (environment reward, in [0, 1]):
 - ``partial``: ``0.5 * fixed / initially_failing - step_cost * max(0, steps - 2)``, at least 0;
 - ``failure`` and ``blocked``: 0.
 
+Progress (step-level environment reward, not part of the episode's reward): with
+``ShellEnvConfig.progress`` on (the default), every step that may change the code (an edit, an
+undo, a shell command) is followed by a test run on a clean copy (as the evaluation judges it,
+cached by the code's content) and :attr:`ShellEpisode.progress` is the change of the state's
+potential: ``1`` when every test passes; ``0.5 * fixed / initially_failing`` when some of the
+initially failing tests pass and nothing new fails; ``0`` when the same tests fail; ``-0.5``
+when a test that passed fails or the run reports none (a module that no longer imports); ``-1``
+when the run hits a limit. Steps that cannot change the code (the tests, ``show``, ``grep``,
+``submit``) have progress 0. Potential-based: over an episode the steps' progress adds up to
+the final state's potential (the initial one is 0), so it tells the trainer *which* step made
+the difference without changing which end is best (Ng et al., 1999). The policy never sees it.
+
 Determinism
 -----------
 Replaying an action prefix from the same task and seed reproduces the same state exactly: the
@@ -64,6 +76,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import shutil
@@ -126,6 +139,13 @@ class ShellEnvConfig:
     offer_undone: bool = True
     """Offer an edit again after it was undone (``False``: an undone edit is not offered again,
     which makes a search over the edits a walk without repeats; an ablation of the same bench)."""
+    repeat_reads: bool = True
+    """Offer a read (``run the tests``, ``show``, ``grep``) again when the code has not changed
+    since it was done (``False``: each read is offered once per state of the code, as its
+    answer could not differ: a policy cannot loop on reads, it has to edit, undo or submit)."""
+    progress: bool = True
+    """Measure each code-changing step's progress (see the module docstring): one cached test
+    run on a clean copy after each edit, undo or shell command."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -359,7 +379,10 @@ class ShellEpisode:
         seed: int = 0,
         max_steps: int | None = None,
         work_root: Path | None = None,
+        progress_cache: dict[str, float] | None = None,
     ) -> None:
+        """``progress_cache``: potentials by the code's content, shared by the episodes of a
+        host (a dict; a test run is done once per distinct state of a task's code)."""
         self.task = task
         self.executor = executor
         self.config = config or ShellEnvConfig()
@@ -374,6 +397,12 @@ class ShellEpisode:
         self.undone: dict[str, str] = {}
         """Short label (``path:line``) of each edit undone -> what the tests said then."""
         self.result: EpisodeResult | None = None
+        self.progress = 0.0
+        """The last step's progress (see the module docstring)."""
+        self._reads: set[str] = set()
+        """Reads done since the code last changed (``repeat_reads``)."""
+        self._potential = 0.0
+        self._progress_cache = progress_cache if progress_cache is not None else {}
         self._code_paths = [p for p in task.files if p not in task.test_files]
         self._greps = _grep_names(task, self.config.max_greps)
         self._regions = _show_regions(task, self.config.show_context)
@@ -410,9 +439,10 @@ class ShellEpisode:
         if self.done:
             return []
         applied = {label for label, _, _ in self.applied}
-        out = [RUN_TESTS]
-        out += [f"show {path}:{a}-{b}" for path, a, b in self._regions]
-        out += [f"grep {name}" for name in self._greps]
+        reads = [RUN_TESTS]
+        reads += [f"show {path}:{a}-{b}" for path, a, b in self._regions]
+        reads += [f"grep {name}" for name in self._greps]
+        out = reads if self.config.repeat_reads else [r for r in reads if r not in self._reads]
         if not self.config.offer_undone:
             applied |= {e.label for e in self.task.candidate_edits if e.label in self.undone_labels}
         out += [e.label for e in self.task.candidate_edits if e.label not in applied]
@@ -453,14 +483,34 @@ class ShellEpisode:
             raise RuntimeError("the episode is over")
         self.steps += 1
         self.last_action = action.strip()[:500]
+        self.progress = 0.0
+        changes = self._changes_code(action.strip())
+        if changes:
+            self._reads.clear()
+        elif action.strip() != SUBMIT:
+            self._reads.add(action.strip())
         try:
             self._act(action.strip())
+            if changes and self.config.progress and self.result is None:
+                potential = self._potential_now()
+                self.progress = round(potential - self._potential, 6)
+                self._potential = potential
         except SandboxError as exc:
             self._end_blocked("sandbox", f"sandbox error: {exc}")
         if not self.done and self.steps >= self.max_steps:
             self._evaluate("step_limit")
         self.observation = self._observe()
         return self.observation
+
+    def _changes_code(self, action: str) -> bool:
+        """Whether ``action`` may change the code: an edit, an undo, a shell command."""
+        if action in (SUBMIT, RUN_TESTS):
+            return False
+        if action in self._edits or action == UNDO:
+            return True
+        if re.fullmatch(r"show (\S+):(\d+)-(\d+)", action) or re.fullmatch(r"grep (\w+)", action):
+            return False
+        return self.config.allow_free_text and bool(action)
 
     def _act(self, action: str) -> None:
         if action == SUBMIT:
@@ -615,8 +665,9 @@ class ShellEpisode:
             blocked_reason=reason,
         )
 
-    def _evaluate(self, ended: str) -> None:
-        """Judge the task on a clean copy (see the module docstring)."""
+    def _clean_copy(self) -> tuple[dict[str, str], list[str]]:
+        """The files a judgement runs on (the code as the agent left it, the tests as given)
+        and the test files the agent touched."""
         touched: list[str] = []
         clean: dict[str, str] = {}
         for path in self.task.test_files:
@@ -634,11 +685,47 @@ class ShellEpisode:
                 now = None
             if now is not None:
                 clean[path] = now
-        before = sorted(self.task.failing_tests)
+        return clean, touched
+
+    def _judge(self, clean: dict[str, str]) -> ExecResult:
+        """The task's tests run on ``clean``, laid out in a directory of their own."""
         with tempfile.TemporaryDirectory(prefix="aios-shell-eval-") as tmp:
             root = Path(tmp)
             materialise(root, clean)
-            result = self._exec(self._test_argv(), root)
+            return self._exec(self._test_argv(), root)
+
+    def _potential_now(self) -> float:
+        """The potential of the code as it is now (see the module docstring), cached by its
+        content."""
+        clean, _ = self._clean_copy()
+        digest = hashlib.sha256(self.task.task_id.encode())
+        for path in sorted(clean):
+            digest.update(f"\0{path}\0{len(clean[path])}\0".encode() + clean[path].encode())
+        key = digest.hexdigest()
+        if key in self._progress_cache:
+            return self._progress_cache[key]
+        result = self._judge(clean)
+        before = set(self.task.failing_tests)
+        if result.blocked_reason and result.killed_by != "output_limit":
+            potential = -1.0
+        elif result.exit_code == 0:
+            potential = 1.0
+        else:
+            after = set(failing_test_ids(result.output))
+            if not after or after - before:
+                potential = -0.5
+            elif after < before:
+                potential = round(0.5 * len(before - after) / len(before), 6)
+            else:
+                potential = 0.0
+        self._progress_cache[key] = potential
+        return potential
+
+    def _evaluate(self, ended: str) -> None:
+        """Judge the task on a clean copy (see the module docstring)."""
+        clean, touched = self._clean_copy()
+        before = sorted(self.task.failing_tests)
+        result = self._judge(clean)
         applied = [label for label, _, _ in self.applied]
         if result.blocked_reason and result.killed_by != "output_limit":
             self._end_blocked("limit", f"evaluation: {result.blocked_reason}")
