@@ -112,21 +112,36 @@ class Variant:
 
 
 NO_TEACHER = Teacher(accuracy=None)
+RECIPE = (("self_imitation", True),)
+"""Learning from reward, as measured to work on shell (``--levers``): GRPO, plus imitation of
+the update's own successful rollouts (``self_imitation``), plus each step credited with the
+progress the environment measured for it (``progress_coef`` 1; shell measures it)."""
 VARIANTS = {
-    "rl": Variant("environment reward only (no teacher)", NO_TEACHER),
+    "grpo": Variant("environment reward only, GRPO alone (no teacher)", NO_TEACHER),
+    "rl": Variant(
+        "environment reward only (no teacher): GRPO + self-imitation of its own successes + "
+        "step-level progress credit",
+        NO_TEACHER,
+        progress=1.0,
+        trainer=RECIPE,
+    ),
     "rl+noisy-shaping": Variant(
-        "reward shaped by the noisy oracle (accuracy 0.7, weight 0.3), no distillation",
+        "rl, its reward shaped by the noisy oracle (accuracy 0.7, weight 0.3), no distillation",
         Teacher(accuracy=0.7, shaping=0.3),
+        progress=1.0,
+        trainer=RECIPE,
     ),
     "rl+oracle-distill": Variant(
-        "the oracle's hints distilled at 0.5 (it knows the answers), reward unshaped",
+        "rl, plus the oracle's hints distilled at 0.5 (it knows the answers), reward unshaped",
         Teacher(accuracy=1.0),
         distill=0.5,
+        progress=1.0,
+        trainer=RECIPE,
     ),
 }
 NO_REPEAT = (("repeat_reads", False),)
 LEVERS = {
-    "rl": VARIANTS["rl"],
+    "rl": VARIANTS["grpo"],
     "rl+progress": Variant(
         "environment reward only, each step also credited with the progress the environment "
         "measured for it (the tests' state after an edit; progress_coef 1)",
@@ -332,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--sweep", action="store_true")
     pre.add_argument("--levers", action="store_true")
     pre.add_argument("--variants", default=None)
+    pre.add_argument("--seeds", type=_common._seed_list, default=None)
     known, rest = pre.parse_known_args(argv)
     envs = (known.env,) if known.env else ENVS
     if known.sweep and known.levers:
@@ -360,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
     _, settings, out = _common.bench_args(
         name, __doc__, "~2 min a variant", full=FULL, quick=QUICK, argv=rest
     )
+    if known.seeds is not None:
+        settings = {env: replace(x, seeds=known.seeds) for env, x in settings.items()}
+        if not any(a == "--out" or a.startswith("--out=") for a in rest):
+            out = out.with_name(f"{out.stem}-seeds-{'-'.join(map(str, known.seeds))}.md")
     plan = Plan(envs, variants, settings)
     console = Console()
     res, machine, elapsed = _common.run(

@@ -100,6 +100,8 @@ def test_every_training_option_is_reachable(command: list[str], tmp_path: Path) 
         "--teacher", "claude",
         "--learning-rate", "0.01",
         "--distill", "0.5",
+        "--self-imitation",
+        "--progress-coef", "1",
         "--group-size", "3",
         "--tasks-per-epoch", "5",
         "--store", str(tmp_path / "store"),
@@ -108,6 +110,7 @@ def test_every_training_option_is_reachable(command: list[str], tmp_path: Path) 
     spec = campaign_spec(args, "c", {"shell": 1.0})
     assert (spec.trainer.algorithm, spec.trainer.learning_rate) == ("ppo", 0.01)
     assert spec.trainer.distill_coef == 0.5
+    assert (spec.trainer.self_imitation, spec.trainer.progress_coef) == (True, 1.0)
     assert (spec.group_size, spec.tasks_per_epoch, spec.split) == (3, 5, "real")
     opts = embedded_options(args)
     assert opts["service_args"] == {
@@ -129,6 +132,8 @@ def test_every_signal_a_student_learns_from_is_named() -> None:
         "environment_reward": "yes",
         "teacher_shaping": "yes (oracle, which knows the answers)",
         "hint_distillation": "off",
+        "self_imitation": "off",
+        "step_progress": "off",
     }
     distilled = TrainerSettings(distill_coef=0.5)
     assert learning_signals(distilled, "noisy-oracle")["hint_distillation"] == (
@@ -138,6 +143,12 @@ def test_every_signal_a_student_learns_from_is_named() -> None:
     assert (alone["teacher_shaping"], alone["hint_distillation"]) == ("no (no teacher)", "off")
     assert signals_line(plain, "openai") == (
         "learns from: environment reward; teacher shaping: yes (openai); hint distillation: off"
+    )
+    recipe = TrainerSettings(self_imitation=True, progress_coef=1.0)
+    assert signals_line(recipe, "none") == (
+        "learns from: environment reward; teacher shaping: no (no teacher); hint distillation: "
+        "off; self-imitation: weight 0.5 (its own successes); step progress: weight 1 (the "
+        "environment's)"
     )
 
 

@@ -332,6 +332,21 @@ def training_args(
         "the action the teacher named); 0: off, the student learns from reward alone (default 0)",
     )
     p.add_argument(
+        "--self-imitation",
+        action="store_true",
+        help="also imitate each update's own successful rollouts (behaviour cloning filtered "
+        "by the environment's outcome; a reward signal, not a teacher's) (default off)",
+    )
+    p.add_argument(
+        "--progress-coef",
+        type=non_negative_float,
+        default=0.0,
+        metavar="WEIGHT",
+        help="credit each step with this times the progress the environment measured for it "
+        "(shell: the tests re-run after each edit); 0: every step shares its episode's "
+        "credit (default 0)",
+    )
+    p.add_argument(
         "--student",
         choices=STUDENTS,
         default=None,

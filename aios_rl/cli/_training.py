@@ -190,6 +190,8 @@ def campaign_spec(
             learning_rate=args.learning_rate,
             update_epochs=4,
             distill_coef=getattr(args, "distill", 0.0),
+            self_imitation=getattr(args, "self_imitation", False),
+            progress_coef=getattr(args, "progress_coef", 0.0),
             seed=args.seed,
         ),
         **branching_spec(args),  # type: ignore[arg-type]

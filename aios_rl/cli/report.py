@@ -25,8 +25,10 @@ about a real one."""
 def learning_signals(trainer: TrainerSettings, teacher: str) -> dict[str, str]:
     """What a campaign's student learns from, each signal named: the environment's reward
     (always), the teacher's shaping of it (the reward service fuses the score of ``teacher``,
-    the gateway's backend; ``none``: no teacher) and distillation of the teacher's hints (the
-    trainer's ``distill_coef``; off by default)."""
+    the gateway's backend; ``none``: no teacher), distillation of the teacher's hints (the
+    trainer's ``distill_coef``; off by default), imitation of the student's own successful
+    rollouts (``self_imitation``) and step-level credit from the environment's progress
+    measure (``progress_coef``); the last two are reward signals, off by default."""
     label = teacher if teacher not in KNOWS_ANSWERS else f"{teacher}, which knows the answers"
     taught = teacher not in ("", "none")
     return {
@@ -37,15 +39,30 @@ def learning_signals(trainer: TrainerSettings, teacher: str) -> dict[str, str]:
             if trainer.distill_coef > 0 and taught
             else "off"
         ),
+        "self_imitation": (
+            f"weight {trainer.imitation_coef:g} (its own successes)"
+            if trainer.self_imitation and trainer.imitation_coef > 0
+            else "off"
+        ),
+        "step_progress": (
+            f"weight {trainer.progress_coef:g} (the environment's)"
+            if trainer.progress_coef > 0
+            else "off"
+        ),
     }
 
 
 def signals_line(trainer: TrainerSettings, teacher: str) -> str:
     """:func:`learning_signals` as one line for people."""
     s = learning_signals(trainer, teacher)
+    extra = "".join(
+        f"; {name}: {s[key]}"
+        for key, name in (("self_imitation", "self-imitation"), ("step_progress", "step progress"))
+        if s[key] != "off"
+    )
     return (
         f"learns from: environment reward; teacher shaping: {s['teacher_shaping']}; "
-        f"hint distillation: {s['hint_distillation']}"
+        f"hint distillation: {s['hint_distillation']}{extra}"
     )
 
 
