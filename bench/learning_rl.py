@@ -6,16 +6,20 @@ flows, ``browser-miniwob``: MiniWoB++ tasks) and seed, a fresh tiny student (ini
 from that seed) is trained from scratch on the train split by each variant, and scored on the
 held-out split before (untrained: the same weights for every variant of a seed) and after:
 
-- ``rl``: environment reward only; no teacher judges, nothing is distilled;
-- ``rl+noisy-shaping``: the noisy oracle (accuracy 0.7: each hint and verdict wrong 30 % of the
-  time) judges every rollout and its score is fused into the reward as the reward service fuses
-  it (weight 0.3, clipped at 0.5); its hints are not distilled;
-- ``rl+oracle-distill``: the oracle, which knows every answer, judges every rollout and its
-  hints are distilled at weight 0.5 (how the benchmarks on main were measured); the reward is
+- ``grpo``: environment reward only, GRPO alone; no teacher judges, nothing is distilled;
+- ``rl``: environment reward only, learned from by the recipe ``--levers`` found: GRPO, plus
+  imitation of each update's own successful rollouts (``self_imitation``), plus each step
+  credited with the progress the environment measured for it (``progress_coef`` 1; shell
+  measures it, the others report none);
+- ``rl+noisy-shaping``: ``rl``, with the noisy oracle (accuracy 0.7: each hint and verdict wrong
+  30 % of the time) judging every rollout and its score fused into the reward as the reward
+  service fuses it (weight 0.3, clipped at 0.5); its hints are not distilled;
+- ``rl+oracle-distill``: ``rl``, with the oracle, which knows every answer, judging every rollout
+  and its hints distilled at weight 0.5 (how the benchmarks on main were measured); the reward is
   the environment's.
 
 ``--sweep`` (shell): the teacher's accuracy against held-out success: a teacher of accuracy
-1.0 / 0.7 / 0.4 shaping the reward and distilled (both channels), and no teacher (``rl``).
+1.0 / 0.7 / 0.4 shaping the reward and distilled (both channels), and no teacher (``grpo``: GRPO alone).
 
 ``--levers`` (shell): what was tried to make reward alone generalise, at the same budget:
 step-level credit from the environment's progress measure (``rl+progress``: the tests' state
@@ -36,7 +40,8 @@ Evaluation: one near-greedy (temperature 0.1) seeded episode per held-out task, 
 teacher. Verdict on held-out **success** (the environment's outcome): the pooled paired
 difference trained - untrained over (seed, task), bootstrap 95 %; ``rl_only_paired_ci_low`` per
 environment is the lower end of the ``rl`` variant's interval: above 0, the student learned from
-reward beyond noise.
+reward beyond noise. ``--seeds 3,4,5`` runs other seeds (a confirmation on seeds the levers were
+not chosen on); the results path gains ``-seeds-3-4-5``.
 
 Run from the repo root:
 
@@ -171,7 +176,7 @@ SWEEP = {
         )
         for a in (1.0, 0.7, 0.4)
     },
-    "none": VARIANTS["rl"],
+    "none": VARIANTS["grpo"],
 }
 
 FULL = {
