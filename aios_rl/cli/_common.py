@@ -333,18 +333,21 @@ def training_args(
     )
     p.add_argument(
         "--self-imitation",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="also imitate each update's own successful rollouts (behaviour cloning filtered "
-        "by the environment's outcome; a reward signal, not a teacher's) (default off)",
+        "by the environment's outcome; a reward signal, not a teacher's); with step progress, "
+        "what lets the student learn from reward alone (bench/results/learning_rl-*.md) "
+        "(default on)",
     )
     p.add_argument(
         "--progress-coef",
         type=non_negative_float,
-        default=0.0,
+        default=1.0,
         metavar="WEIGHT",
         help="credit each step with this times the progress the environment measured for it "
-        "(shell: the tests re-run after each edit); 0: every step shares its episode's "
-        "credit (default 0)",
+        "(shell: the tests re-run after each edit; environments that measure none: no "
+        "effect); 0: every step shares its episode's credit (default 1)",
     )
     p.add_argument(
         "--student",
