@@ -484,17 +484,16 @@ class ShellEpisode:
         self.steps += 1
         self.last_action = action.strip()[:500]
         self.progress = 0.0
-        changes = self._changes_code(action.strip())
-        if changes:
-            self._reads.clear()
-        elif action.strip() != SUBMIT:
-            self._reads.add(action.strip())
         try:
-            self._act(action.strip())
-            if changes and self.config.progress and self.result is None:
-                potential = self._potential_now()
-                self.progress = round(potential - self._potential, 6)
-                self._potential = potential
+            did = self._act(action.strip())
+            if did == "read":
+                self._reads.add(action.strip())
+            elif did == "change":
+                self._reads.clear()
+                if self.config.progress and self.result is None:
+                    potential = self._potential_now()
+                    self.progress = round(potential - self._potential, 6)
+                    self._potential = potential
         except SandboxError as exc:
             self._end_blocked("sandbox", f"sandbox error: {exc}")
         if not self.done and self.steps >= self.max_steps:
@@ -502,51 +501,44 @@ class ShellEpisode:
         self.observation = self._observe()
         return self.observation
 
-    def _changes_code(self, action: str) -> bool:
-        """Whether ``action`` may change the code: an edit, an undo, a shell command."""
-        if action in (SUBMIT, RUN_TESTS):
-            return False
-        if action in self._edits or action == UNDO:
-            return True
-        if re.fullmatch(r"show (\S+):(\d+)-(\d+)", action) or re.fullmatch(r"grep (\w+)", action):
-            return False
-        return self.config.allow_free_text and bool(action)
-
-    def _act(self, action: str) -> None:
+    def _act(self, action: str) -> str | None:
+        """Do ``action``; returns what it was: ``"read"`` (the tests, ``show``, ``grep``: the
+        code cannot have changed), ``"change"`` (an edit, an undo, a shell command: it may
+        have), ``None`` (``submit``, an invalid action)."""
         if action == SUBMIT:
             self.invalid_streak = 0
             self._evaluate("submit")
             self.last_output = "submitted"
-            return
+            return None
         if action == RUN_TESTS:
             self.invalid_streak = 0
             self.last_output = self._run_tests()
-            return
+            return "read"
         if action in self._edits and action in self.candidates:
             self.invalid_streak = 0
             self.last_output = self._apply(self._edits[action])
             self.tests_state = "not run since the last change"
-            return
+            return "change"
         if action == UNDO and self.applied:
             self.invalid_streak = 0
             self.last_output = self._undo()
             self.tests_state = "not run since the last change"
-            return
+            return "change"
         shown = self._show(action)
         if shown is not None:
             self.invalid_streak = 0
             self.last_output = shown
-            return
+            return "read"
         grepped = self._grep(action)
         if grepped is not None:
             self.invalid_streak = 0
             self.last_output = grepped
-            return
+            return "read"
         if action and self.config.allow_free_text and action not in self._edits:
             self.invalid_streak = 0
             self.last_output = self._shell(action)
             self.tests_state = "not run since the last command"
-            return
+            return "change"
         self.invalid_streak += 1
         self.last_output = (
             f"invalid action ({self.invalid_streak} in a row; "
@@ -554,6 +546,7 @@ class ShellEpisode:
         )
         if self.invalid_streak >= self.config.max_invalid:
             self._end_blocked("invalid_actions", f"{self.invalid_streak} invalid actions in a row")
+        return None
 
     def _exec(self, argv: list[str], workdir: Path) -> ExecResult:
         """Run ``argv`` through the executor (its config holds the wall-clock limit)."""
