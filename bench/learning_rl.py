@@ -396,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         "Signals: every row names what its student learned from. The oracle knows every "
         "answer (a test double for a strong teacher); the noisy oracle is it, wrong on purpose "
         "at the stated rate. Held-out episodes are never judged by a teacher.",
+        "The product's own loop: every run goes through the in-process kernel "
+        "(aios_rl.local: collect_epoch, train_epoch, Gate), as the campaign runs it.",
         "Gate on: 2 reference runs a task an epoch, the epoch verdict and decide_epoch; a "
         "rollback restores the weights before the update and skips that epoch's update.",
     ]
