@@ -91,6 +91,9 @@ class SiteResult(Message, frozen=True, kw_only=True):
     """Whether the flow reached its end (a purchase, a submitted form, the protected page)."""
     outcome: Outcome = "failure"
     reward: float = 0.0
+    potential: float = 0.0
+    """How far along the flow the session is, in [0, 1] (the reward once done): its change from
+    step to step is the browser environment's step-level progress."""
     info: dict[str, str] = {}
     events: list[str] = []
     """What happened, in order (``login_failed``, ``locked_out``, ``form_invalid``, ...)."""

@@ -16,7 +16,7 @@ from aios_rl.bus import Bus, connect, provision
 from aios_rl.envs.browser import miniwob
 from aios_rl.envs.browser.actions import InvalidAction, as_candidate, resolve_names
 from aios_rl.envs.browser.adapter import BrowserEnv, BrowserHost, BrowserRunnerSettings
-from aios_rl.envs.browser.flows import generate
+from aios_rl.envs.browser.flows import Record, generate, potential
 from aios_rl.stack.natsd import NatsServer
 from aios_rl.state import Objects
 from contracts import BROWSER_FLOWS, BrowserTask, Names, topology
@@ -153,8 +153,9 @@ async def sites(nats_server: NatsServer) -> AsyncIterator[Sites]:
 
 
 async def site_oracle(
-    host: BrowserHost, t: BrowserTask, steps: int | None = None
+    host: BrowserHost, t: BrowserTask, steps: int | None = None, progress: list[float] | None = None
 ) -> tuple[BrowserEnv, list[str]]:
+    """The task's solution played by element names (``progress`` gets each step's)."""
     env = await host.open(t, seed=t.seed, max_steps=t.max_steps)
     taken: list[str] = []
     for step in t.solution[:steps]:
@@ -164,6 +165,8 @@ async def site_oracle(
         assert action is not None, (step, env.observation)  # the oracle's action is offered
         taken.append(action)
         await env.step(action)
+        if progress is not None:
+            progress.append(env.progress)
     return env, taken
 
 
@@ -176,11 +179,18 @@ async def test_the_oracle_solves_every_flow_through_the_environment(sites: Sites
     assert len(tasks) >= 10
     outcomes: dict[str, str] = {}
     for t in tasks:
-        env, _ = await site_oracle(sites.host, t)
+        progress: list[float] = []
+        env, _ = await site_oracle(sites.host, t, progress=progress)
+        start = potential(t, Record())  # a fresh session's
         try:
             outcomes[f"{t.flow}/{t.template}/{t.task_id}"] = (
                 env.result().outcome if env.done else "open"
             )
+            # Step-level progress: the oracle never goes backwards, and its steps add up to
+            # the flow's reward less where the session started.
+            assert min(progress) >= 0 and sum(progress) > 0, (t.flow, t.template, progress)
+            if env.done:
+                assert sum(progress) == pytest.approx(env.result().reward - start), progress
         finally:
             await env.close()
     solved = sum(o == "success" for o in outcomes.values())
@@ -193,10 +203,14 @@ async def test_a_random_policy_fails_the_flows_and_leaves_a_screenshot(sites: Si
     results = []
     for t in tasks:
         env = await sites.host.open(t, seed=t.seed, max_steps=8)
+        progress = []
         try:
             while not env.done:
                 await env.step(rng.choice(env.candidates))
+                progress.append(env.progress)
             results.append(env.result())
+            # Whatever the policy does, its steps' progress adds up to where it got.
+            assert sum(progress) == pytest.approx(env._potential - potential(t, Record()))
         finally:
             await env.close()
     assert sum(r.outcome == "success" for r in results) <= 1

@@ -31,6 +31,7 @@ from aios_rl.envs.browser.flows import (
     generate,
     judge,
     make_task,
+    potential,
     products_of,
     search,
     shop_goal,
@@ -256,6 +257,71 @@ def test_form_scroll_and_combo_rules() -> None:
     v = judge(combo, carted)
     assert (v.outcome, v.done) == ("partial", False) and v.reward == pytest.approx(0.3)
     assert judge(combo, Record()).reward == 0.0
+
+
+def test_potential_rises_with_each_sub_goal_and_is_the_reward_once_done() -> None:
+    # auth: the banner and modal dismissed, the right account named (two-step), signed in.
+    auth = make_task("auth", "two_step", 1)
+    auth.params.update(banner="1", modal="1")
+    rec = Record()
+    ladder = [potential(auth, rec)]
+    rec.dismissed.add("newsletter")
+    ladder.append(potential(auth, rec))
+    rec.dismissed.add("cookies")
+    ladder.append(potential(auth, rec))
+    rec.pending_user = "somebody else"
+    assert potential(auth, rec) == ladder[-1]  # a wrong account name is no progress
+    rec.pending_user = auth.params["user"]
+    ladder.append(potential(auth, rec))
+    rec.logged_in = True
+    ladder.append(potential(auth, rec))
+    assert ladder == sorted(set(ladder)) and ladder[0] == 0.0 and ladder[-1] == 0.8
+    rec.pages_opened.append(auth.goal["page"])
+    assert potential(auth, rec) == judge(auth, rec).reward == judge(auth, rec).potential == 1.0
+    assert potential(auth, Record(locked=True)) == 0.0  # locked out: done, reward 0
+
+    def clear(**kw: Any) -> Record:  # a session whose distractors are dismissed
+        return Record(dismissed={"cookies", "newsletter"}, **kw)
+
+    # form: each step passed with the asked values, then confirmed (partly right: its reward).
+    form = make_task("form", "signup", 2)
+    steps = len(json.loads(form.params["steps"]))
+    keys = {f.key: f.step for f in logic.fields_of(form.params)}
+    rec = clear()
+    ladder = [potential(form, rec)]
+    for n in range(1, steps + 1):
+        rec.drafts[n] = {k: v for k, v in form.goal.items() if keys[k] == n}
+        ladder.append(potential(form, rec))
+        rec.passed.add(n)
+        ladder.append(potential(form, rec))
+    assert ladder == sorted(set(ladder)) and ladder[-1] == pytest.approx(0.8)
+    wrong = clear(drafts={1: {k: "x" for k in form.goal if keys[k] == 1}})
+    assert potential(form, wrong) == ladder[0]
+    rec.submitted = {**form.goal, "email": "other@example.org"}
+    assert potential(form, rec) == judge(form, rec).reward == pytest.approx(8 / 9)
+
+    # scroll: chunks loaded towards the target; a wrong item opened costs.
+    scroll = make_task("scroll", "orders", 2)
+    names = [n for n, _ in json.loads(scroll.params["items"])]
+    target, chunk = names.index(scroll.goal["item"]), int(scroll.params["chunk"])
+    needed = target // chunk
+    assert needed >= 1, "the test wants a target beyond the first chunk"
+    loads = [potential(scroll, clear(chunks=c)) for c in range(1, needed + 3)]
+    assert loads[: needed + 1] == sorted(set(loads[: needed + 1]))
+    assert loads[needed] == loads[-1] == pytest.approx(0.8)  # loading past the target: nothing
+    assert potential(scroll, clear(chunks=needed + 1, items_opened=[0])) < loads[needed]
+
+    # shop: the right product's page, then the cart, then the order.
+    shop = make_task("shop", "classic", 4)
+    _, _, gopts, _ = shop_goal(shop.goal)
+    right = next(p for p in products_of(shop.params) if webshop_reward(shop.goal, p, gopts) == 1)
+    wrong_type = next(p for p in products_of(shop.params) if p.type != shop.goal["type"])
+    assert potential(shop, clear(products_viewed=[wrong_type.id])) == potential(shop, clear())
+    viewed = clear(products_viewed=[wrong_type.id, right.id])
+    carted = clear(products_viewed=[right.id], cart=CartLine(right.id, gopts))
+    ordered = clear(products_viewed=[right.id], order=Order(right.id, gopts))
+    ladder = [potential(shop, r) for r in (clear(), viewed, carted, ordered)]
+    assert ladder == sorted(set(ladder)) and ladder[-1] == 1.0
 
 
 # -- the session logic ----------------------------------------------------------------------------

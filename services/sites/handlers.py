@@ -66,6 +66,7 @@ def _result(s: Session, **info: str) -> SiteResult:
         done=v.done,
         outcome=v.outcome,  # type: ignore[arg-type]
         reward=v.reward,
+        potential=v.potential,
         info={**v.info, "episode_id": s.episode_id, **info},
         events=v.events,
     )

@@ -360,6 +360,12 @@ def results(task: BrowserTask, *, query: str = "", category: str = "", form: For
     return Results(shown, offered, checked, max_text, error)
 
 
+def view_product(rec: Record, product_id: str) -> None:
+    """A product page shown (the progress measure credits finding the right product)."""
+    if len(rec.products_viewed) < MAX_EVENTS:
+        rec.products_viewed.append(product_id)
+
+
 def add_to_cart(task: BrowserTask, rec: Record, form: Form) -> str:
     """The product page's add button: the cart holds this one line (replacing what it held)
     when every option is chosen, else back to the product with the errors."""

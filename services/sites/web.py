@@ -135,7 +135,10 @@ def _shop(v: View, method: str, path: str, query: Form, form: Form) -> _Reply:
         m = re.fullmatch(r"/product/(p[0-9a-f]{6})", path)
         if m:
             product = next((pr for pr in products_of(p) if pr.id == m[1]), None)
-            return _Html(v.product(product)) if product is not None else None
+            if product is None:
+                return None
+            logic.view_product(rec, product.id)
+            return _Html(v.product(product))
         if path == "/cart":
             return _Html(v.cart())
         if path == "/checkout":

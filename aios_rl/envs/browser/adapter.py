@@ -10,6 +10,10 @@ Two kinds of tasks:
 - ``miniwob``: a MiniWoB++ task from the ``miniwob`` package's pages, seeded, judged by the task's
   own reward (:mod:`.miniwob`).
 
+On a site flow each step also reports its progress (``progress``): the change of the session's
+potential, the sites service's measure of the flow's sub-goals reached
+(:func:`.flows.potential`). MiniWoB++ pages only say how a task ended: their progress is 0.
+
 An episode ends when the task says it is done, or after its step limit (then judged as it
 stands). A failed episode's last screenshot goes to the Object Store ``evidence`` and is named in
 the episode's evidence. A browser that crashed is relaunched for the next episode; the episode it
@@ -79,6 +83,9 @@ class BrowserRunnerSettings(RunnerSettings):
     """Keep a failed episode's last screenshot as evidence."""
     max_invalid: int = 4
     """Invalid actions in a row after which the episode ends (judged as it stands)."""
+    progress: bool = True
+    """Measure each step's progress on a site flow: the change of the session's potential
+    (the sites service's record of the sub-goals reached, ``SiteResult.potential``)."""
 
 
 _FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
@@ -179,6 +186,10 @@ class BrowserEnv:
         self._candidates: list[str] = []
         self._result: EnvResult | None = None
         self.events: list[str] = []
+        self.progress = 0.0
+        """The last step's progress (site flows, ``progress`` on): the change of the
+        session's potential; 0 for MiniWoB++ tasks."""
+        self._potential = 0.0
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -195,6 +206,9 @@ class BrowserEnv:
             self.session = session.session
             self.prefix = f"/e/{session.session}"
             await self.page.goto(session.url, wait_until="load")
+            if self.settings.progress:
+                res = await self._sites("result", SiteResultRequest(session=self.session))
+                self._potential = res.potential
         await self._observe()
 
     async def close(self) -> None:
@@ -223,6 +237,7 @@ class BrowserEnv:
         if self._done:
             return
         self.steps += 1
+        self.progress = 0.0
         try:
             await self._act(parse(action))
             self.invalid_in_a_row = 0
@@ -340,6 +355,9 @@ class BrowserEnv:
         res = await self._sites("result", SiteResultRequest(session=self.session))
         assert isinstance(res, SiteResult)
         self.events = [*self.events[-20:], *res.events[-20:]]
+        if self.settings.progress:
+            self.progress = res.potential - self._potential
+            self._potential = res.potential
         if not res.done:
             return None
         return (res.outcome, res.reward, dict(res.info))

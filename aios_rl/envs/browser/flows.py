@@ -79,6 +79,7 @@ __all__ = [
     "make_task",
     "pages_of",
     "parse_price",
+    "potential",
     "products_of",
     "search",
     "shop_goal",
@@ -434,6 +435,8 @@ class Record:
     """Chunks of the list loaded (the first comes with the page)."""
     items_opened: list[int] = field(default_factory=list)
     # shop and combo
+    products_viewed: list[str] = field(default_factory=list)
+    """Product pages shown, in order (ids; at most ``MAX_EVENTS``)."""
     cart: CartLine | None = None
     cart_errors: dict[str, str] = field(default_factory=dict)
     order: Order | None = None
@@ -455,6 +458,8 @@ class Verdict:
     reward: float
     events: list[str]
     info: dict[str, str]
+    potential: float = 0.0
+    """How far along the flow the session is (:func:`potential`)."""
 
 
 def _outcome(reward: float) -> str:
@@ -548,8 +553,82 @@ _JUDGES: dict[str, Callable[[BrowserTask, Record], Verdict]] = {
 
 
 def judge(task: BrowserTask, rec: Record) -> Verdict:
-    """Judge ``rec`` against ``task``'s hidden goal (rules in the module docstring)."""
-    return _JUDGES[task.flow](task, rec)
+    """Judge ``rec`` against ``task``'s hidden goal (rules in the module docstring), with the
+    session's :func:`potential`."""
+    v = _JUDGES[task.flow](task, rec)
+    return dataclasses.replace(v, potential=potential(task, rec, v))
+
+
+# -- progress: how far along the flow a session is ------------------------------------------------
+
+PRE_DONE = 0.8
+"""The most a session that has not finished can score: finishing right is always worth more."""
+DISTRACTORS_SHARE = 0.15
+"""Of an unfinished session's potential, the part for dismissing the banner and the modal."""
+
+
+def _right_share(values: Mapping[str, str], wanted: Mapping[str, str]) -> float:
+    if not wanted:
+        return 1.0
+    return sum(values.get(k, "").strip() == v for k, v in wanted.items()) / len(wanted)
+
+
+def _best_viewed(task: BrowserTask, rec: Record) -> float:
+    """The best WebShop reward (no option chosen) among the product pages shown."""
+    products = {p.id: p for p in products_of(task.params)}
+    return max(
+        (webshop_reward(task.goal, products[i], {}) for i in rec.products_viewed if i in products),
+        default=0.0,
+    )
+
+
+def _core(task: BrowserTask, rec: Record) -> float:
+    """An unfinished session's sub-goals reached, in [0, 1], flow by flow."""
+    p = task.params
+    if task.flow == "auth":
+        if rec.logged_in:
+            return 1.0
+        return 0.3 if p.get("next_label") and rec.pending_user == p["user"] else 0.0
+    if task.flow == "form":
+        drafts = {k: v for n in sorted(rec.drafts) for k, v in rec.drafts[n].items()}
+        steps = len(json.loads(p["steps"]))
+        return 0.5 * _right_share(drafts, task.goal) + 0.5 * len(rec.passed) / steps
+    if task.flow == "scroll":
+        names = [name for name, _ in items_of(p)]
+        chunk = int(p["chunk"])
+        needed = names.index(task.goal["item"]) // chunk  # chunks to load beyond the first
+        loaded = 1.0 if needed == 0 else min(rec.chunks - 1, needed) / needed
+        return max(0.0, loaded - 0.3 * len(rec.items_opened))
+    viewed = _best_viewed(task, rec)
+    cart = 0.0
+    if rec.cart is not None:
+        products = {x.id: x for x in products_of(p)}
+        product = products.get(rec.cart.product_id)
+        cart = webshop_reward(task.goal, product, rec.cart.options) if product else 0.0
+    if task.flow == "shop":
+        return 0.4 * viewed + 0.6 * cart
+    delivery = _right_share(rec.delivery_draft, json.loads(task.goal["delivery"]))
+    return 0.2 * rec.logged_in + 0.2 * viewed + 0.3 * cart + 0.3 * delivery * bool(rec.cart)
+
+
+def potential(task: BrowserTask, rec: Record, verdict: Verdict | None = None) -> float:
+    """How far along ``task``'s flow the session recorded in ``rec`` is, in [0, 1]: a finished
+    session's reward; an unfinished one's ``PRE_DONE`` x (``DISTRACTORS_SHARE`` x the share of
+    its distractors dismissed + the rest x the flow's sub-goals reached: signed in, or the
+    right account named on a two-step sign-in; form fields typed as asked and steps passed;
+    chunks of the list loaded towards the target, less for wrong items opened; the best
+    product page shown for the goal, what the cart holds, the delivery details).
+
+    The change of it from step to step is the browser environment's progress measure: it sums
+    to the final reward less the start's, so going round in circles earns nothing."""
+    v = verdict if verdict is not None else _JUDGES[task.flow](task, rec)
+    if v.done:
+        return v.reward
+    present = {"cookies"} if task.params.get("banner") else set()
+    present |= {"newsletter"} if task.params.get("modal") else set()
+    dismissed = len(present & rec.dismissed) / len(present) if present else 1.0
+    core = max(0.0, min(1.0, _core(task, rec)))
+    return PRE_DONE * (DISTRACTORS_SHARE * dismissed + (1 - DISTRACTORS_SHARE) * core)
 
 
 # -- generation: distractors and sign-in ----------------------------------------------------------
