@@ -346,7 +346,95 @@ def direction(lo: float, hi: float) -> str:
     return "no difference beyond noise"
 
 
+# -- --combine: one table over the per-environment runs -------------------------------------------
+
+
+def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """``learning_rl.md`` and ``.json`` from per-environment results (file name -> its JSON):
+    each environment's variants (a later run of a variant replaces an earlier one), the paired
+    difference to untrained, ``rl_only_paired_ci_low`` per environment and where every number
+    came from. Pure."""
+    chosen: dict[str, dict[str, tuple[str, dict[str, Any], str]]] = {}
+    for name, payload in sorted(results.items(), key=lambda kv: kv[1].get("date", "")):
+        for env in ENVS:
+            for variant, sm in (payload.get(env) or {}).items():
+                if isinstance(sm, dict) and variant in VARIANTS:
+                    chosen.setdefault(env, {})[variant] = (name, sm, payload.get("date", ""))
+    lines = [
+        "# Learning from reward: every environment (tiny student, gate on)",
+        "",
+        "Combined by `python bench/learning_rl.py --combine` from the per-environment runs "
+        "(each row names its source file, which holds the machine, settings, per-seed runs and "
+        "per-epoch diagnostics). Every run goes through the in-process kernel (aios_rl.local), "
+        "the product's own loop. Held-out success is the environment's outcome; held-out "
+        "episodes are never judged by a teacher.",
+        "",
+        "| environment | variant | learns from | held-out success, untrained -> trained | "
+        "paired difference [95 % CI] | verdict | gate rollbacks | source |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    summary: dict[str, Any] = {}
+    for env in ENVS:
+        rows = chosen.get(env, {})
+        if not rows:
+            lines.append(f"| {env} | (not measured yet) | | | | | | |")
+            continue
+        summary[env] = {}
+        for variant in VARIANTS:
+            if variant not in rows:
+                lines.append(f"| {env} | {variant} | (not measured yet) | | | | | |")
+                continue
+            source, sm, date = rows[variant]
+            summary[env][variant] = {**sm, "source": source, "date": date}
+            wb, wa = sm["wilson_before"], sm["wilson_after"]
+            lines.append(
+                f"| {env} | `{variant}` | {VARIANTS[variant].what} | "
+                f"{wb[0]:.1%} [{wb[1]:.0%}, {wb[2]:.0%}] -> {wa[0]:.1%} [{wa[1]:.0%}, {wa[2]:.0%}]"
+                f" ({sm['pairs']} pairs) | {sm['paired_difference']:+.3f} "
+                f"[{sm['paired_ci_low']:+.3f}, {sm['paired_ci_high']:+.3f}] | "
+                f"{direction(sm['paired_ci_low'], sm['paired_ci_high'])} | "
+                f"{sm['rollbacks']} in {sm['epochs_judged']} epochs | `{source}` |"
+            )
+        if "rl" in summary[env]:
+            summary[env]["rl_only_paired_ci_low"] = summary[env]["rl"]["paired_ci_low"]
+    lines += ["", "## The goal: RL from reward alone above untrained beyond noise", ""]
+    for env in ENVS:
+        low = summary.get(env, {}).get("rl_only_paired_ci_low")
+        verdict = (
+            "not measured yet"
+            if low is None
+            else f"`rl_only_paired_ci_low` {low:+.3f}: " + ("met" if low > 0 else "**not met**")
+        )
+        lines.append(f"- {env}: {verdict}")
+    return "\n".join(lines) + "\n", {"title": lines[0][2:], "sources": sorted(results), **summary}
+
+
+def combine_files(directory: Path) -> tuple[Path, Path]:
+    """Write ``learning_rl.md`` / ``.json`` in ``directory`` from its ``learning_rl-<env>*.json``
+    (confirmation runs on other seeds and quick runs left out)."""
+    found = {
+        p.name: json.loads(p.read_text())
+        for p in sorted(directory.glob("learning_rl-*.json"))
+        if "-seeds-" not in p.name and "-quick" not in p.name
+    }
+    if not found:
+        raise SystemExit(f"--combine: no learning_rl-<env>*.json in {directory}")
+    md, payload = combine(found)
+    md_path, json_path = directory / "learning_rl.md", directory / "learning_rl.json"
+    md_path.write_text(md)
+    json_path.write_text(json.dumps(payload, indent=2) + "\n")
+    return md_path, json_path
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--combine" in argv:
+        if len(argv) != 1:
+            raise SystemExit("--combine takes no other argument")
+        for path in combine_files(Path(__file__).parent / "results"):
+            print(f"wrote {path}")
+        return 0
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--env", choices=ENVS, default=None)
     pre.add_argument("--sweep", action="store_true")

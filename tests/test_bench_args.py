@@ -91,6 +91,7 @@ def test_an_lm_run_of_one_environment_keeps_the_others_measured_before(tmp_path:
         (["--levers"], "--levers runs on shell: add --env shell"),
         (["--env", "shell", "--levers", "--sweep"], "--sweep and --levers are two runs"),
         (["--env", "shell", "--levers", "--variants", "rl,nope"], "--variants: unknown nope;"),
+        (["--combine", "--env", "shell"], "--combine takes no other argument"),
     ],
 )
 def test_learning_rl_refuses_a_run_it_cannot_make_in_one_line(
@@ -101,3 +102,39 @@ def test_learning_rl_refuses_a_run_it_cannot_make_in_one_line(
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+def _variant(before: float, after: float, low: float) -> dict:
+    return {
+        "success_before": before,
+        "success_after": after,
+        "wilson_before": [before, before - 0.05, before + 0.05],
+        "wilson_after": [after, after - 0.05, after + 0.05],
+        "paired_difference": after - before,
+        "paired_ci_low": low,
+        "paired_ci_high": low + 0.1,
+        "pairs": 36,
+        "rollbacks": 1,
+        "epochs_judged": 15,
+    }
+
+
+def test_learning_rl_combine_keeps_each_variants_latest_run_and_the_goal_per_environment() -> None:
+    from bench.learning_rl import combine
+
+    old = {
+        "date": "2026-01-01",
+        "shell": {"rl": _variant(0.1, 0.2, 0.05), "grpo": _variant(0.1, 0.1, -0.1)},
+    }
+    new = {"date": "2026-02-01", "shell": {"rl": _variant(0.1, 0.3, 0.12)}}
+    mw = {"date": "2026-01-15", "browser-miniwob": {"rl": _variant(0.3, 0.2, -0.2)}}
+    md, payload = combine({"b.json": new, "a.json": old, "m.json": mw})
+    assert payload["shell"]["rl"]["source"] == "b.json"  # the later run of the variant
+    assert payload["shell"]["grpo"]["source"] == "a.json"  # kept: no later run of it
+    assert payload["shell"]["rl_only_paired_ci_low"] == 0.12
+    assert payload["browser-miniwob"]["rl_only_paired_ci_low"] == -0.2
+    assert "orchestrator" not in payload
+    assert "- shell: `rl_only_paired_ci_low` +0.120: met" in md
+    assert "- browser-miniwob: `rl_only_paired_ci_low` -0.200: **not met**" in md
+    assert "- orchestrator: not measured yet" in md
+    assert "| shell | rl+oracle-distill | (not measured yet) |" in md
