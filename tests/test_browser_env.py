@@ -119,7 +119,10 @@ async def test_an_action_outside_the_language_is_invalid_and_ends_the_episode(
     try:
         for _ in range(host.settings.max_invalid):
             await env.step("rm -rf /")
+            # The page reads the same after it: a wasted step costs progress.
+            assert env.progress == -host.settings.no_effect_cost
         assert env.done and env.result().outcome == "failure"
+        assert env.no_effect_steps == host.settings.max_invalid
         with pytest.raises(InvalidAction):
             resolve_names('click "no such button"', env._elements)
     finally:
@@ -209,8 +212,10 @@ async def test_a_random_policy_fails_the_flows_and_leaves_a_screenshot(sites: Si
                 await env.step(rng.choice(env.candidates))
                 progress.append(env.progress)
             results.append(env.result())
-            # Whatever the policy does, its steps' progress adds up to where it got.
-            assert sum(progress) == pytest.approx(env._potential - potential(t, Record()))
+            # Whatever the policy does, its steps' progress adds up to where it got, less the
+            # cost of the steps that left the page as it was.
+            cost = env.no_effect_steps * env.settings.no_effect_cost
+            assert sum(progress) == pytest.approx(env._potential - potential(t, Record()) - cost)
         finally:
             await env.close()
     assert sum(r.outcome == "success" for r in results) <= 1

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import math
+import random
 
 import msgspec
 import pytest
@@ -18,7 +20,7 @@ from aios_rl.student.losses import (
     group_advantages,
     kl_penalty,
 )
-from aios_rl.student.tiny import sample_index
+from aios_rl.student.tiny import TinyConfig, TinyStudent, pair_features, sample_index
 from aios_rl.student.train import (
     UpdateConfig,
     build_batch,
@@ -155,6 +157,73 @@ def test_bytes_round_trip_and_errors() -> None:
         m.act([Decision("free text please")], Regime())
     with pytest.raises(StudentError, match="not among"):
         m.evaluate(d, ["zzz"])
+
+
+def test_pair_features_say_how_much_of_a_candidate_the_task_names() -> None:
+    task = 'Task: Click on the "Ok" button.'
+    named, other = 'click [3]  # button "ok"', 'click [4]  # button "Cancel"'
+    assert pair_features(task, named) == pytest.approx((1.0, math.log(4), 1.0, 1.0, 0.0))
+    assert pair_features(task, other) == pytest.approx((2 / 3, math.log(3), 0.0, 0.0, 0.0))
+    # Element numbers never match the task's digits; no quoted value: the last two are 0.
+    assert pair_features("Task: pick 3", "click [3]") == (0.0, 0.0, 0.0, 0.0, 0.0)
+    fill = 'fill [2] "alice"  # textbox "Nickname"'
+    assert pair_features('Task: Enter "alice".', fill)[2:] == (1.0, 0.0, 0.0)
+    # A value bound to the field its label names: the nearer the task puts them, the higher.
+    task = 'Task: Sign in with username "alice" and password "secret".'
+    user = pair_features(task, 'fill [1] "alice"  # textbox "Username"')[4]
+    pw = pair_features(task, 'fill [2] "alice"  # textbox "Password"')[4]
+    assert user == 1.0 and pw == 0.5  # one word ("and") between "alice" and "password"
+    assert pair_features(task, 'fill [2] "secret"  # textbox "Password"')[4] == 1.0
+
+
+def test_pair_features_start_silent_and_old_checkpoints_load_without_them() -> None:
+    d = [
+        Decision('Task: Click "b".\nURL: x', ('click [1]  # button "a"', 'click [2]  # button "b"'))
+    ]
+    with_, without = (
+        TinyStudent(TinyConfig(seed=3)),
+        TinyStudent(TinyConfig(seed=3, pair_features=False)),
+    )
+    assert torch.equal(with_.forward(d)[0], without.forward(d)[0])  # untrained: the same policy
+    old = torch.load(io.BytesIO(without.to_bytes()), weights_only=True)
+    del old["config"]["pair_features"]  # a checkpoint from before the setting
+    buf = io.BytesIO()
+    torch.save(old, buf)
+    loaded = load_student(buf.getvalue())
+    assert isinstance(loaded, TinyStudent) and loaded.pair_scorer is None
+
+
+def _click_named(rng: random.Random, words: list[str]) -> tuple[Decision, int]:
+    names = rng.sample(words, 4)
+    target = rng.randrange(4)
+    obs = f'Task: Click on the "{names[target]}" button.\nURL: miniwob/click-button'
+    obs += "".join(f'\n[{i}] button "{n}"' for i, n in enumerate(names))
+    cands = tuple(f'click [{i}]  # button "{n}"' for i, n in enumerate(names))
+    return Decision(obs, cands), target
+
+
+@pytest.mark.parametrize("pair", [True, False])
+def test_pair_features_carry_a_rule_to_words_never_seen_in_training(pair: bool) -> None:
+    # "Click the button the task names", trained on one vocabulary, tried on another: bags of
+    # n-grams learn which words were right; the relational features learn the rule.
+    rng = random.Random(0)
+    train_words = [f"alpha{i}" for i in range(12)]
+    test_words = [f"zeta{i}x" for i in range(12)]
+    model = TinyStudent(TinyConfig(seed=0, pair_features=pair))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(150):
+        batch = [_click_named(rng, train_words) for _ in range(16)]
+        ev = model.evaluate([d for d, _ in batch], [t for _, t in batch])
+        opt.zero_grad()
+        (-ev.logprobs.mean()).backward()
+        opt.step()
+    held = [_click_named(rng, test_words) for _ in range(200)]
+    logits = model.forward([d for d, _ in held])[0]
+    right = sum(int(logits[i].argmax()) == t for i, (_, t) in enumerate(held)) / len(held)
+    if pair:
+        assert right >= 0.9, right
+    else:
+        assert right <= 0.5, right  # chance is 0.25
 
 
 # -- the trainer code path ----------------------------------------------------------------------------

@@ -3,6 +3,13 @@
 Text goes in as hashed character 3-grams and word uni/bi-grams (no vocabulary to download), through
 a shared ``EmbeddingBag``, separate observation and candidate encoders, a pair scorer (policy
 head) and a value head on the observation. Trains from scratch on a CPU in seconds.
+
+With ``pair_features`` (on) the scorer also reads a few relational features of each candidate
+against the task, the observation's first line (:func:`pair_features`: how much of the
+candidate the task names, whether its quoted values are in it). Pooled bags of n-grams cannot
+tell "the button the task names" from "a button": these features can, whatever the words are,
+so what is learnt on one task carries to another with other words. Their scorer's last layer
+starts at zero, so an untrained student acts exactly as one without them.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import dataclasses
 import functools
 import io
 import math
+import re
 from collections.abc import Sequence
 
 import torch
@@ -44,11 +52,64 @@ class TinyConfig:
     """Length of the hidden-state summary given to RAIL."""
     seed: int = 0
     """Seed of the initial weights."""
+    pair_features: bool = True
+    """Score each candidate on its relational features against the task too
+    (:func:`pair_features`). Checkpoints from before this setting load with it off."""
 
 
 @functools.lru_cache(maxsize=65536)
 def _ids(text: str, buckets: int) -> tuple[int, ...]:
     return tuple(hashed_ngrams(text, buckets))
+
+
+_WORDS = re.compile(r"[a-z0-9_]{2,}")
+_ELEMENT_ID = re.compile(r"\[\d+\]")
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+PAIR_FEATURES = 5
+"""Length of :func:`pair_features`."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _task_words(task: str) -> frozenset[str]:
+    return frozenset(_WORDS.findall(task))
+
+
+@functools.lru_cache(maxsize=65536)
+def pair_features(task: str, candidate: str) -> tuple[float, ...]:
+    """Relational features of ``candidate`` against ``task`` (an observation's first line),
+    case-insensitive: the share of the candidate's words (two characters or more; element
+    numbers like ``[3]`` left out) the task contains, log(1 + their count), whether any of its
+    quoted values is in the task, whether all are (0 without quoted values), and, for a candidate
+    with a value and a name (``fill [2] "alice"  # textbox "Username"``: first and last quoted),
+    how near the task puts them: 1 / (1 + the fewest words between the value and a word of the
+    name), 0 when either is not in the task."""
+    task = task.lower()
+    words = _WORDS.findall(_ELEMENT_ID.sub(" ", candidate.lower()))
+    known = _task_words(task)
+    hits = sum(w in known for w in words)
+    quoted = [q.lower() for q in _QUOTED.findall(candidate) if q.strip()]
+    found = [q in task for q in quoted]
+    return (
+        hits / len(words) if words else 0.0,
+        math.log1p(hits),
+        float(any(found)),
+        float(bool(found) and all(found)),
+        _nearness(task, quoted[0], quoted[-1]) if len(quoted) >= 2 else 0.0,
+    )
+
+
+def _nearness(task: str, value: str, name: str) -> float:
+    tokens = _WORDS.findall(task)
+    value_words, name_words = _WORDS.findall(value), set(_WORDS.findall(name))
+    if not value_words or not name_words:
+        return 0.0
+    n = len(value_words)
+    at = [i for i in range(len(tokens) - n + 1) if tokens[i : i + n] == value_words]
+    names = [i for i, t in enumerate(tokens) if t in name_words]
+    if not at or not names:
+        return 0.0
+    gap = min(max(0, j - (i + n - 1), i - j) for i in at for j in names) - 1
+    return 1.0 / (1.0 + max(0, gap))
 
 
 def sample_index(logits: torch.Tensor, regime: Regime, generator: torch.Generator | None) -> int:
@@ -97,6 +158,15 @@ class TinyStudent(nn.Module):
             self.register_buffer(
                 "summary_projection", torch.randn(h, config.summary_dim) / math.sqrt(h)
             )
+            # Made last, so the layers above draw the same initial weights with or without it.
+            self.pair_scorer: nn.Module | None = None
+            if config.pair_features:
+                self.pair_scorer = nn.Sequential(
+                    nn.Linear(PAIR_FEATURES, 16), nn.Tanh(), nn.Linear(16, 1)
+                )
+                last = self.pair_scorer[2]
+                nn.init.zeros_(last.weight)
+                nn.init.zeros_(last.bias)
 
     # -- forward ------------------------------------------------------------------------------------
     def _bag(self, texts: Sequence[str]) -> torch.Tensor:
@@ -128,6 +198,16 @@ class TinyStudent(nn.Module):
         row = torch.repeat_interleave(torch.arange(len(decisions)), torch.tensor(counts))
         ho = h_obs[row]
         scores = self.scorer(torch.cat([ho, h_cand, ho * h_cand], dim=-1)).squeeze(-1)
+        if self.pair_scorer is not None:
+            feats = torch.tensor(
+                [
+                    pair_features(d.observation.split("\n", 1)[0], c)
+                    for d in decisions
+                    for c in d.candidates
+                ],
+                dtype=scores.dtype,
+            )
+            scores = scores + self.pair_scorer(feats).squeeze(-1)
         width = max(counts)
         col = torch.cat([torch.arange(c) for c in counts])
         logits = torch.full((len(decisions), width), float("-inf"))
@@ -212,6 +292,7 @@ class TinyStudent(nn.Module):
 
     @classmethod
     def from_payload(cls, payload: dict) -> TinyStudent:
-        model = cls(TinyConfig(**payload["config"]))
+        # A checkpoint from before pair_features was made without them.
+        model = cls(TinyConfig(**{"pair_features": False, **payload["config"]}))
         model.load_state_dict(payload["state"])
         return model

@@ -10,9 +10,11 @@ Two kinds of tasks:
 - ``miniwob``: a MiniWoB++ task from the ``miniwob`` package's pages, seeded, judged by the task's
   own reward (:mod:`.miniwob`).
 
-On a site flow each step also reports its progress (``progress``): the change of the session's
+Each step also reports its progress (``progress``): on a site flow, the change of the session's
 potential, the sites service's measure of the flow's sub-goals reached
-(:func:`.flows.potential`). MiniWoB++ pages only say how a task ended: their progress is 0.
+(:func:`.flows.potential`; MiniWoB++ pages only say how a task ended); on both kinds, less
+``no_effect_cost`` when the page reads the same after the step as before (a wasted step: what
+a greedy policy repeats for ever).
 
 An episode ends when the task says it is done, or after its step limit (then judged as it
 stands). A failed episode's last screenshot goes to the Object Store ``evidence`` and is named in
@@ -84,8 +86,12 @@ class BrowserRunnerSettings(RunnerSettings):
     max_invalid: int = 4
     """Invalid actions in a row after which the episode ends (judged as it stands)."""
     progress: bool = True
-    """Measure each step's progress on a site flow: the change of the session's potential
-    (the sites service's record of the sub-goals reached, ``SiteResult.potential``)."""
+    """Measure each step's progress: on a site flow the change of the session's potential (the
+    sites service's record of the sub-goals reached, ``SiteResult.potential``), on any task
+    less ``no_effect_cost`` for a step after which the page reads the same."""
+    no_effect_cost: float = 0.1
+    """What a step that left the page as it was (the same observation: a scroll with nowhere
+    to go, a click on nothing, an invalid action) costs in progress."""
 
 
 _FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
@@ -190,6 +196,8 @@ class BrowserEnv:
         """The last step's progress (site flows, ``progress`` on): the change of the
         session's potential; 0 for MiniWoB++ tasks."""
         self._potential = 0.0
+        self.no_effect_steps = 0
+        """Steps after which the page read the same (each cost ``no_effect_cost``)."""
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -238,6 +246,7 @@ class BrowserEnv:
             return
         self.steps += 1
         self.progress = 0.0
+        before = self._observation
         try:
             await self._act(parse(action))
             self.invalid_in_a_row = 0
@@ -247,6 +256,10 @@ class BrowserEnv:
         await self._settle()
         await self._observe()
         finished = await self._judge()
+        if self._observation == before:
+            self.no_effect_steps += 1
+            if self.settings.progress:
+                self.progress -= self.settings.no_effect_cost
         if (
             finished is not None
             or self.steps >= self.max_steps
