@@ -68,7 +68,8 @@ class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
     self_imitation: bool = False
     """Also imitate (``imitation_coef``) the update's own fresh rollouts that succeeded, as
     the environment judged them (behaviour cloning filtered by reward: RAFT, self-imitation
-    learning). A reward signal, not a teacher's."""
+    learning), less their steps of negative measured progress. A reward signal, not a
+    teacher's."""
     progress_coef: float = 0.0
     """Step-level credit from the environment's own measure of progress
     (``TrajectoryStep.progress``: shell measures it by re-running the tests after each edit):

@@ -332,6 +332,19 @@ def test_self_imitation_clones_only_the_updates_own_successes() -> None:
     assert build_batch([won, lost], config=UpdateConfig()).imitate == []
     batch = build_batch([won, lost], config=UpdateConfig(self_imitation=True))
     assert [(d.observation, i) for d, i in batch.imitate] == [("state", 1)]
+    # A step of a success the environment measured as wasted (negative progress) is not copied.
+    wasted = TrajectoryStep(
+        index=0,
+        observation="page",
+        candidates=["scroll", "ok"],
+        action="scroll",
+        action_index=0,
+        progress=-0.1,
+    )
+    kept = msgspec.structs.replace(won.trajectory[0], index=1)
+    won2 = msgspec.structs.replace(won, trajectory=[wasted, kept], episode_id="w2")
+    batch = build_batch([won2, lost], config=UpdateConfig(self_imitation=True))
+    assert [(d.observation, i) for d, i in batch.imitate] == [("state", 1)]
 
 
 def _hinted_batch_parts() -> tuple[Episode, Episode, Episode]:

@@ -93,7 +93,9 @@ class UpdateConfig:
     self_imitation: bool = False
     """Also imitate (weight ``imitation_coef``) this update's own fresh episodes that
     succeeded, as the environment judged them: behaviour cloning filtered by reward (RAFT,
-    self-imitation learning). A reward signal, not a teacher's."""
+    self-imitation learning), less their steps whose measured progress was negative (a step
+    that went backwards or changed nothing is not worth copying). A reward signal, not a
+    teacher's."""
     progress_coef: float = 0.0
     """Step-level credit: each step's advantage gets this times the progress the environment
     measured for it (``TrajectoryStep.progress``; GRPO: added to the episode's group-relative
@@ -258,8 +260,15 @@ def build_batch(
             ]
         batch.policy = samples
     own = [e for e in episodes if e.outcome == "success"] if config.self_imitation else []
-    for ep in [*positive, *own]:
+    for ep in positive:
         batch.imitate.extend((d, idx) for _, d, idx, _, _ in _decisions(ep, free_text=free_text))
+    for ep in own:  # less the steps the environment measured as going backwards or wasted
+        backwards = {s.index for s in ep.trajectory if s.progress < 0}
+        batch.imitate.extend(
+            (d, idx)
+            for i, d, idx, _, _ in _decisions(ep, free_text=free_text)
+            if i not in backwards
+        )
     hinted = list(episodes) + list(positive) + list(negative) if config.distill_coef > 0 else []
     for ep in hinted:
         signal = ep.teacher_signal
