@@ -55,6 +55,10 @@ class TinyConfig:
     pair_features: bool = True
     """Score each candidate on its relational features against the task too
     (:func:`pair_features`). Checkpoints from before this setting load with it off."""
+    pair_gain: float = 5.0
+    """What the relational head's score is multiplied by: its five inputs drive one score
+    among the n-gram scorer's 2 M weights, and an optimiser step moves every weight by about
+    the learning rate, so without a gain a few dozen updates leave it unheard."""
 
 
 @functools.lru_cache(maxsize=65536)
@@ -207,7 +211,7 @@ class TinyStudent(nn.Module):
                 ],
                 dtype=scores.dtype,
             )
-            scores = scores + self.pair_scorer(feats).squeeze(-1)
+            scores = scores + self.config.pair_gain * self.pair_scorer(feats).squeeze(-1)
         width = max(counts)
         col = torch.cat([torch.arange(c) for c in counts])
         logits = torch.full((len(decisions), width), float("-inf"))
