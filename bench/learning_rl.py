@@ -372,19 +372,19 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
         "episodes are never judged by a teacher.",
         "",
         "| environment | variant | learns from | held-out success, untrained -> trained | "
-        "paired difference [95 % CI] | verdict | gate rollbacks | source |",
-        "|---|---|---|---|---|---|---|---|",
+        "paired difference [95 % CI] | verdict | held-out mean reward | gate rollbacks | source |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     summary: dict[str, Any] = {}
     for env in ENVS:
         rows = chosen.get(env, {})
         if not rows:
-            lines.append(f"| {env} | (not measured yet) | | | | | | |")
+            lines.append(f"| {env} | (not measured yet) | | | | | | | |")
             continue
         summary[env] = {}
         for variant in VARIANTS:
             if variant not in rows:
-                lines.append(f"| {env} | {variant} | (not measured yet) | | | | | |")
+                lines.append(f"| {env} | {variant} | (not measured yet) | | | | | | |")
                 continue
             source, sm, date = rows[variant]
             summary[env][variant] = {**sm, "source": source, "date": date}
@@ -395,6 +395,7 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
                 f" ({sm['pairs']} pairs) | {sm['paired_difference']:+.3f} "
                 f"[{sm['paired_ci_low']:+.3f}, {sm['paired_ci_high']:+.3f}] | "
                 f"{direction(sm['paired_ci_low'], sm['paired_ci_high'])} | "
+                f"{_reward_change(sm)} | "
                 f"{sm['rollbacks']} in {sm['epochs_judged']} epochs | `{source}` |"
             )
         if "rl" in summary[env]:
@@ -409,6 +410,13 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
         )
         lines.append(f"- {env}: {verdict}")
     return "\n".join(lines) + "\n", {"title": lines[0][2:], "sources": sorted(results), **summary}
+
+
+def _reward_change(sm: dict[str, Any]) -> str:
+    """The environment's mean held-out reward before -> after (partial credit included)."""
+    if "reward_before" not in sm or "reward_after" not in sm:
+        return ""
+    return f"{sm['reward_before']:.3f} -> {sm['reward_after']:.3f}"
 
 
 def combine_files(directory: Path) -> tuple[Path, Path]:

@@ -116,6 +116,8 @@ def _variant(before: float, after: float, low: float) -> dict:
         "pairs": 36,
         "rollbacks": 1,
         "epochs_judged": 15,
+        "reward_before": before,
+        "reward_after": after,
     }
 
 
@@ -138,3 +140,4 @@ def test_learning_rl_combine_keeps_each_variants_latest_run_and_the_goal_per_env
     assert "- browser-miniwob: `rl_only_paired_ci_low` -0.200: **not met**" in md
     assert "- orchestrator: not measured yet" in md
     assert "| shell | rl+oracle-distill | (not measured yet) |" in md
+    assert "| 0.100 -> 0.300 |" in md  # the mean held-out reward, partial credit included
