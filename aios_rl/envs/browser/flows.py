@@ -37,6 +37,11 @@ newsletter modal (``No thanks``) that cover every page until dismissed (the moda
 banner), so the solution dismisses them first.
 
 Outcomes: ``success`` when the reward is 1, ``partial`` when it is above 0, else ``failure``.
+
+**Progress** (:func:`potential`): how far along its flow a session is, from the same record (the
+reward once done; at most ``PRE_DONE`` before). The browser environment reports its change per
+step as step-level progress, so a student can be credited for the sub-goal a step reached
+without any teacher.
 """
 
 from __future__ import annotations
