@@ -361,13 +361,16 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
         for env in ENVS:
             for variant, sm in (payload.get(env) or {}).items():
                 if isinstance(sm, dict) and variant in VARIANTS:
-                    chosen.setdefault(env, {})[variant] = (name, sm, payload.get("date", ""))
+                    code = (payload.get("machine") or {}).get("code", "")
+                    label = f"{name}, code {code}" if code else name
+                    chosen.setdefault(env, {})[variant] = (label, sm, payload.get("date", ""))
     lines = [
         "# Learning from reward: every environment (tiny student, gate on)",
         "",
         "Combined by `python bench/learning_rl.py --combine` from the per-environment runs "
         "(each row names its source file, which holds the machine, settings, per-seed runs and "
-        "per-epoch diagnostics). Every run goes through the in-process kernel (aios_rl.local), "
+        "per-epoch diagnostics, and the commit it ran: rows of different runs may differ in "
+        "code). Every run goes through the in-process kernel (aios_rl.local), "
         "the product's own loop. Held-out success is the environment's outcome; held-out "
         "episodes are never judged by a teacher.",
         "",

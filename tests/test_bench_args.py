@@ -128,10 +128,14 @@ def test_learning_rl_combine_keeps_each_variants_latest_run_and_the_goal_per_env
         "date": "2026-01-01",
         "shell": {"rl": _variant(0.1, 0.2, 0.05), "grpo": _variant(0.1, 0.1, -0.1)},
     }
-    new = {"date": "2026-02-01", "shell": {"rl": _variant(0.1, 0.3, 0.12)}}
+    new = {
+        "date": "2026-02-01",
+        "machine": {"code": "abc123"},
+        "shell": {"rl": _variant(0.1, 0.3, 0.12)},
+    }
     mw = {"date": "2026-01-15", "browser-miniwob": {"rl": _variant(0.3, 0.2, -0.2)}}
     md, payload = combine({"b.json": new, "a.json": old, "m.json": mw})
-    assert payload["shell"]["rl"]["source"] == "b.json"  # the later run of the variant
+    assert payload["shell"]["rl"]["source"] == "b.json, code abc123"  # the later run, its commit
     assert payload["shell"]["grpo"]["source"] == "a.json"  # kept: no later run of it
     assert payload["shell"]["rl_only_paired_ci_low"] == 0.12
     assert payload["browser-miniwob"]["rl_only_paired_ci_low"] == -0.2
