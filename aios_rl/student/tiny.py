@@ -203,10 +203,11 @@ class TinyStudent(nn.Module):
         ho = h_obs[row]
         scores = self.scorer(torch.cat([ho, h_cand, ho * h_cand], dim=-1)).squeeze(-1)
         if self.pair_scorer is not None:
+            tasks = [d.observation.split("\n", 1)[0] for d in decisions]
             feats = torch.tensor(
                 [
-                    pair_features(d.observation.split("\n", 1)[0], c)
-                    for d in decisions
+                    pair_features(t, c)
+                    for t, d in zip(tasks, decisions, strict=True)
                     for c in d.candidates
                 ],
                 dtype=scores.dtype,
