@@ -29,6 +29,14 @@ ELEMENTS = [
 TASK = 'Sign in as "alice" with password "hunter2".'
 
 
+def test_a_value_a_field_already_holds_is_not_offered_again() -> None:
+    filled = [Element(1, "textbox", "Username", value="alice"), *ELEMENTS[2:]]
+    got = candidates(TASK, filled)
+    assert 'fill [1] "hunter2"  # textbox "Username"' in got
+    assert not any(c.startswith('fill [1] "alice"') for c in got)
+    assert 'fill [2] "alice"  # textbox "Password"' in got  # another field still empty
+
+
 def test_actions_parse_and_refuse_what_is_not_the_language() -> None:
     assert parse("click [5]").verb == "click" and parse("click [5]").element == 5
     a = parse('fill [1] "alice"  # textbox "Username"')
@@ -51,6 +59,7 @@ def test_candidates_offer_each_element_the_task_values_and_the_global_actions() 
     ]
     assert 'click [3]  # checkbox "Remember me"' in got
     assert 'select [4] "Spain"  # combobox "Country"' in got
+    assert not any(c.startswith('select [4] "France"') for c in got)  # already selected
     assert 'click [5]  # button "Sign in"' in got
     assert not any("[6]" in c for c in got)  # disabled
     assert got[-4:] == ["scroll down", "scroll up", "press Enter", "go back"]

@@ -112,6 +112,24 @@ async def test_a_replayed_prefix_gives_the_same_page(host: BrowserHost) -> None:
             await second.close()
 
 
+async def test_a_step_back_to_a_page_already_seen_costs_progress(host: BrowserHost) -> None:
+    env = await host.open(task("login-user", 0), seed=0, max_steps=10)
+    try:
+        fills = [c for c in env.candidates if c.startswith("fill [1] ")]
+        assert len(fills) == 2, env.candidates  # the username and the password, in one field
+        first, other = fills
+        await env.step(first)
+        assert env.progress == 0.0 and env.no_effect_steps == 0  # a new page
+        assert first not in env.candidates  # the field holds it: not offered again
+        await env.step(other)
+        assert env.progress == 0.0
+        await env.step(first)  # back to the page after the first step: a loop
+        assert env.progress == -host.settings.no_effect_cost
+        assert env.no_effect_steps == 1 and not env.done
+    finally:
+        await env.close()
+
+
 async def test_an_action_outside_the_language_is_invalid_and_ends_the_episode(
     host: BrowserHost,
 ) -> None:

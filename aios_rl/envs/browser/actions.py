@@ -184,18 +184,21 @@ def _described(action: str, e: Element) -> str:
 
 def candidates(statement: str, elements: Sequence[Element]) -> list[str]:
     """The actions offered: each interactive element's, with the statement's quoted values for
-    text fields and the options of selects, then the global ones."""
+    text fields and the options of selects, then the global ones. A value a field already holds
+    is not offered again (typing it, or selecting the option shown, would change nothing)."""
     values = quoted_values(statement)
     out: list[str] = []
     for e in elements:
         if e.id is None or e.disabled:
             continue
         if e.role in TEXT_ROLES:
-            out += [_described(f"fill [{e.id}] {json.dumps(v)}", e) for v in values]
+            out += [_described(f"fill [{e.id}] {json.dumps(v)}", e) for v in values if v != e.value]
             out.append(_described(f"click [{e.id}]", e))
         elif e.role == "combobox" and e.options:
             out += [
-                _described(f"select [{e.id}] {json.dumps(o)}", e) for o in e.options[:MAX_OPTIONS]
+                _described(f"select [{e.id}] {json.dumps(o)}", e)
+                for o in e.options[:MAX_OPTIONS]
+                if o != e.value
             ]
         else:
             out.append(_described(f"click [{e.id}]", e))

@@ -13,8 +13,9 @@ Two kinds of tasks:
 Each step also reports its progress (``progress``): on a site flow, the change of the session's
 potential, the sites service's measure of the flow's sub-goals reached
 (:func:`.flows.potential`; MiniWoB++ pages only say how a task ended); on both kinds, less
-``no_effect_cost`` when the page reads the same after the step as before (a wasted step: what
-a greedy policy repeats for ever).
+``no_effect_cost`` when the page reads after the step as it already did in the episode (a wasted
+step: one that changed nothing, such as what a greedy policy repeats for ever, or one that
+undid what an earlier step did, such as typing one value then another then the first again).
 
 An episode ends when the task says it is done, or after its step limit (then judged as it
 stands). A failed episode's last screenshot goes to the Object Store ``evidence`` and is named in
@@ -88,10 +89,12 @@ class BrowserRunnerSettings(RunnerSettings):
     progress: bool = True
     """Measure each step's progress: on a site flow the change of the session's potential (the
     sites service's record of the sub-goals reached, ``SiteResult.potential``), on any task
-    less ``no_effect_cost`` for a step after which the page reads the same."""
+    less ``no_effect_cost`` for a step after which the page reads as it already did."""
     no_effect_cost: float = 0.1
-    """What a step that left the page as it was (the same observation: a scroll with nowhere
-    to go, a click on nothing, an invalid action) costs in progress."""
+    """What a wasted step costs in progress: one after which the page reads as it already did
+    in this episode (the same observation as before the step: a scroll with nowhere to go, a
+    click on nothing, an invalid action; or as at any earlier step: a loop, such as filling a
+    field with one value, then another, then the first again)."""
 
 
 _FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
@@ -197,7 +200,10 @@ class BrowserEnv:
         session's potential; 0 for MiniWoB++ tasks."""
         self._potential = 0.0
         self.no_effect_steps = 0
-        """Steps after which the page read the same (each cost ``no_effect_cost``)."""
+        """Wasted steps: after which the page read as it already had in this episode (each
+        cost ``no_effect_cost``)."""
+        self._seen: set[str] = set()
+        """Digests of the observations of this episode so far."""
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -246,7 +252,7 @@ class BrowserEnv:
             return
         self.steps += 1
         self.progress = 0.0
-        before = self._observation
+        self._seen.add(_digest(self._observation))
         try:
             await self._act(parse(action))
             self.invalid_in_a_row = 0
@@ -256,7 +262,7 @@ class BrowserEnv:
         await self._settle()
         await self._observe()
         finished = await self._judge()
-        if self._observation == before:
+        if _digest(self._observation) in self._seen:
             self.no_effect_steps += 1
             if self.settings.progress:
                 self.progress -= self.settings.no_effect_cost
@@ -427,6 +433,10 @@ class BrowserEnv:
             reply,
             timeout=self.settings.sites_timeout_s,
         )
+
+
+def _digest(obs: str) -> str:
+    return hashlib.blake2b(obs.encode(), digest_size=16).hexdigest()
 
 
 def _short(obs: str) -> str:
