@@ -26,6 +26,7 @@ from aios_rl.local import (
     Gate,
     LocalPolicy,
     LocalRail,
+    OptimizerMemory,
     Rollouts,
     collect_epoch,
     credit_by_kind,
@@ -380,6 +381,7 @@ async def train_one(
     teach = None if teacher.accuracy is None else (lambda ep: teacher(ep, by_id[ep.task_id]))
     policy = LocalPolicy(model)
     judge = Gate(spec, policy) if gate else None
+    memory = OptimizerMemory()
     async with rollouts_for(policy) as rollouts:
         started = time.perf_counter()
         profile: dict[str, dict[str, float]] = {"before": {}, "after": {}}
@@ -402,7 +404,7 @@ async def train_one(
                 judge.before_update()
             # No episode runs now: the update has the student to itself.
             started = time.perf_counter()
-            metrics = train_epoch(policy.model, episodes, spec.trainer, teach=teach)
+            metrics = train_epoch(policy.model, episodes, spec.trainer, teach=teach, memory=memory)
             clock["updates_s"] += time.perf_counter() - started
             updates.append({"epoch": float(epoch), "train_success": rate, **metrics})
             log(f"seed {seed} epoch {epoch}: train rollouts succeeded {rate:.0%}")

@@ -76,6 +76,11 @@ class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
     each step's advantage gets this times its progress on top of its episode's. Environment
     reward, not a teacher's. 0: every step shares its episode's credit."""
     entropy_coef: float = 0.0
+    warm_optimizer: bool = False
+    """Keep Adam's moments from one update to the next, when an update starts from the weights
+    the trainer's last update left (not after a rollback, nor from another replica's
+    checkpoint): a fresh Adam steps about the learning rate in every weight however weak the
+    update's signal is, so a run of updates with little to learn from becomes a random walk."""
     offline_batch: int = 128
     """Episodes asked of ``replay.sample`` for an offline or mixed update."""
     is_cap: float = 2.0

@@ -152,12 +152,15 @@ async def test_update_moves_active_and_the_sampler_hot_reloads(
                 campaign_id="camp1",
                 epoch=0,
                 since=since,
-                settings=TrainerSettings(learning_rate=1e-2, update_epochs=4, seed=1),
+                settings=TrainerSettings(
+                    learning_rate=1e-2, update_epochs=4, seed=1, warm_optimizer=True
+                ),
             ),
             TrainerUpdateResult,
             timeout=120,
         )
         assert result.parent_id == initial and result.checkpoint_id != initial
+        assert result.metrics["optimizer_warm"] == 0.0  # the first update: a fresh Adam
         assert result.samples > 0 and "loss" in result.metrics and "clip_fraction" in result.metrics
         pointers = (await registry.pointers())[0]
         assert (pointers.active, pointers.pre_update_ref) == (result.checkpoint_id, initial)
@@ -174,6 +177,22 @@ async def test_update_moves_active_and_the_sampler_hot_reloads(
             before.logprob, abs=1e-6
         )
         assert old.action == before.action
+
+        # The next update starts from the weights this one left: Adam's moments carry over.
+        again = await bus.request(
+            names.trainer_update(),
+            TrainerUpdate(
+                update_id="u1b",
+                campaign_id="camp1",
+                epoch=0,  # the same episodes again: what matters here is where it starts
+                since=since,
+                settings=TrainerSettings(learning_rate=1e-2, seed=1, warm_optimizer=True),
+            ),
+            TrainerUpdateResult,
+            timeout=120,
+        )
+        assert again.parent_id == result.checkpoint_id
+        assert again.metrics["optimizer_warm"] == 1.0
 
         # Nothing to learn from is a typed error, not a crash.
         with pytest.raises(RemoteError) as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import math
@@ -22,6 +23,7 @@ from aios_rl.student.losses import (
 )
 from aios_rl.student.tiny import TinyConfig, TinyStudent, pair_features, sample_index
 from aios_rl.student.train import (
+    OptimizerMemory,
     UpdateConfig,
     build_batch,
     reward_signal,
@@ -265,6 +267,42 @@ def test_same_seed_and_data_give_bit_identical_weights() -> None:
         UpdateConfig(seed=8, update_epochs=2, minibatch_size=8),
     )
     assert hashlib.sha256(other.to_bytes()).hexdigest() not in digests
+
+
+def _moved(model: TinyStudent, before: list[torch.Tensor]) -> float:
+    return math.sqrt(
+        sum(float(((p - b) ** 2).sum()) for p, b in zip(model.parameters(), before, strict=True))
+    )
+
+
+def test_a_warm_optimizer_steps_in_proportion_to_the_signal() -> None:
+    model = new_student(seed=2)
+    episodes = ToyTask(seed=2).rollouts(model, groups=8, group_size=4)
+    config = UpdateConfig(seed=0, update_epochs=2, minibatch_size=16)
+    strong = build_batch(episodes, config=config)
+    assert any(s.advantage for s in strong.policy)
+    # The same decisions with a thousandth of the credit: an update with almost nothing to
+    # learn from (tied groups but for a few cents of step-level credit).
+    weak = dataclasses.replace(
+        strong,
+        policy=[dataclasses.replace(s, advantage=s.advantage * 1e-3) for s in strong.policy],
+    )
+    memory = OptimizerMemory()
+    first = update(model, None, strong, config, memory=memory)
+    assert first["optimizer_warm"] == 0.0 and memory.state is not None
+    start = model.to_bytes()
+    fresh_model = load_student(start)
+    before = [p.detach().clone() for p in model.parameters()]
+    warm = update(model, None, weak, config, memory=memory)
+    assert warm["optimizer_warm"] == 1.0 and memory.reused == 1
+    update(fresh_model, None, weak, config)
+    moved_warm, moved_fresh = _moved(model, before), _moved(fresh_model, before)
+    # A fresh Adam steps about the learning rate whatever the gradient's size: the weak update
+    # moves the weights about as far as the strong one did. Warm moments scale it down.
+    assert moved_fresh > 0 and moved_warm < 0.1 * moved_fresh, (moved_warm, moved_fresh)
+    # Weights the moments do not belong to (a rollback): a fresh Adam again.
+    rolled_back = load_student(start)
+    assert update(rolled_back, None, weak, config, memory=memory)["optimizer_warm"] == 0.0
 
 
 def _episode(obs: str, cands: list[str], chosen: int, reward: float, **kw) -> Episode:

@@ -341,6 +341,15 @@ def training_args(
         "(default on)",
     )
     p.add_argument(
+        "--warm-optimizer",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="keep Adam's second moments from one update to the next when it starts from the "
+        "weights the last one left, so an update with little to learn from takes a small step "
+        "(a fresh Adam steps about the learning rate however weak the signal; not shown to "
+        "help yet: docs/signals.md) (default off)",
+    )
+    p.add_argument(
         "--progress-coef",
         type=non_negative_float,
         default=1.0,

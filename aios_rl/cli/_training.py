@@ -191,6 +191,7 @@ def campaign_spec(
             update_epochs=4,
             distill_coef=getattr(args, "distill", 0.0),
             self_imitation=getattr(args, "self_imitation", False),
+            warm_optimizer=getattr(args, "warm_optimizer", False),
             progress_coef=getattr(args, "progress_coef", 0.0),
             seed=args.seed,
         ),

@@ -7,7 +7,8 @@ tests and notebooks.
   (:func:`aios_rl.envs.runner.run_episode`) on the environments' real hosts;
 - :func:`collect_epoch`: one epoch planned by the campaign's planner
   (:mod:`aios_rl.rollouts.epoch`), round by round, a :class:`LocalRail` controller for RAIL;
-- :func:`train_epoch`: the trainer's update (:func:`aios_rl.student.train.train_step`);
+- :func:`train_epoch`: the trainer's update (:func:`aios_rl.student.train.train_step`), Adam's
+  moments kept across updates in an :class:`OptimizerMemory` when the settings ask for it;
 - :class:`Gate`: the campaign's comparison gate (reference runs of the weights before the
   update, the epoch verdict, ``decide_epoch``, rollback);
 - :func:`eval_jobs`: near-greedy held-out jobs, seeded by task position;
@@ -18,7 +19,7 @@ The same task, seed and checkpoint give the same episode here and on the stack
 (``tests/test_kernel.py``).
 """
 
-from aios_rl.student.train import credit_by_kind
+from aios_rl.student.train import OptimizerMemory, credit_by_kind
 
 from .kernel import (
     EVAL_REGIME,
@@ -39,6 +40,7 @@ __all__ = [
     "Gate",
     "LocalPolicy",
     "LocalRail",
+    "OptimizerMemory",
     "Rollouts",
     "UnknownLocalCheckpointError",
     "collect_epoch",

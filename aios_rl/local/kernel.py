@@ -57,7 +57,7 @@ from ..rollouts.epoch import (
 from ..state.tasks import UnknownTaskError
 from ..student import load_student
 from ..student.base import StudentBackend
-from ..student.train import train_step, update_config
+from ..student.train import OptimizerMemory, train_step, update_config
 from .policy import LocalPolicy
 
 __all__ = [
@@ -448,13 +448,22 @@ def train_epoch(
     *,
     reference: StudentBackend | None = None,
     teach: Callable[[Episode], Episode] | None = None,
+    memory: OptimizerMemory | None = None,
 ) -> dict[str, float]:
     """One trainer update of ``model`` in place on an epoch's fresh rollouts (the trainer
     service's ``train_step`` with the campaign's trainer settings), each first passed through
     ``teach`` (hints, as the teacher gateway adds them) when given. ``reference`` (default: a
-    copy of the weights before the update) is the KL target. Returns the update's metrics with
+    copy of the weights before the update) is the KL target. ``memory`` keeps Adam's moments
+    across updates when the settings ask for it (``warm_optimizer``), as the trainer service
+    does. Returns the update's metrics with
     ``samples``. Raises what ``train_step`` raises (``EmptyBatchError``, ``DivergedError``)."""
     taught = [teach(e) for e in episodes] if teach is not None else list(episodes)
     ref = reference if reference is not None else load_student(model.to_bytes())
-    metrics, samples = train_step(model, ref, taught, update_config(settings))
+    metrics, samples = train_step(
+        model,
+        ref,
+        taught,
+        update_config(settings),
+        memory=memory if settings.warm_optimizer else None,
+    )
     return {**metrics, "samples": float(samples)}

@@ -9,7 +9,9 @@ and data give bit-identical weights.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ __all__ = [
     "Batch",
     "DivergedError",
     "EmptyBatchError",
+    "OptimizerMemory",
     "Sample",
     "UpdateConfig",
     "build_batch",
@@ -550,16 +553,70 @@ def _slice(items: list, perm: list[int], k: int, parts: int) -> list:
     return [items[i] for i in perm[k * size : (k + 1) * size]]
 
 
+@dataclass
+class OptimizerMemory:
+    """Adam's second moments carried from one update to the next, along one line of weights.
+
+    A fresh Adam takes steps of about the learning rate in every weight a gradient touches,
+    however small that gradient is (its first step is ``lr * sign(g)``): an update whose groups
+    all tied, with only a few cents of step-level credit to learn from, moves the policy as far
+    as one that learnt something, and a run of such updates is a random walk. Adam's moments kept
+    across updates (what a long-lived trainer does) scale each step by the gradients seen so far:
+    a weak signal makes a small step. Only the scale is carried: each update's first moment
+    starts at zero, so its direction is its own batch's. The moments belong to the weights they
+    were computed on: an update that starts from other weights (a rollback, another replica's
+    checkpoint) starts a fresh Adam."""
+
+    state: dict[str, Any] | None = None
+    """The optimiser's ``state_dict`` after the last update."""
+    weights: str = ""
+    """Digest of the trainable weights that update left (what the state belongs to)."""
+    reused: int = 0
+    """Updates that started from the kept moments."""
+
+    def matches(self, model: StudentBackend) -> bool:
+        return self.state is not None and self.weights == weights_digest(model)
+
+
+def weights_digest(model: StudentBackend) -> str:
+    """Digest of ``model``'s trainable weights."""
+    h = hashlib.blake2b(digest_size=16)
+    for p in model.parameters():
+        if p.requires_grad:
+            h.update(p.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def update(
-    model: StudentBackend, reference: StudentBackend | None, batch: Batch, config: UpdateConfig
+    model: StudentBackend,
+    reference: StudentBackend | None,
+    batch: Batch,
+    config: UpdateConfig,
+    *,
+    memory: OptimizerMemory | None = None,
 ) -> dict[str, float]:
     """Train ``model`` in place on ``batch``; return metrics (losses, KL, entropy, clip fraction,
-    grad norm). ``reference`` is the KL target (frozen). Raises ``StudentError`` on an empty batch."""
+    grad norm). ``reference`` is the KL target (frozen). ``memory``: Adam's moments from the
+    update that left these weights, used when they match and replaced by this update's
+    (:class:`OptimizerMemory`); ``None``: a fresh Adam. Raises ``StudentError`` on an empty
+    batch."""
     if len(batch) == 0:
         raise StudentError("nothing to learn from: the batch is empty")
     torch.manual_seed(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    warm = memory is not None and memory.matches(model)
+    if warm:
+        assert memory is not None and memory.state is not None
+        optimizer.load_state_dict(memory.state)
+        for group in optimizer.param_groups:
+            group["lr"] = config.learning_rate
+        # The direction is this update's own: the first moment starts at zero (carried, the
+        # last update's direction would go on for a dozen steps whatever this batch says).
+        for st in optimizer.state.values():
+            if "exp_avg" in st:
+                st["exp_avg"].zero_()
+        memory.reused += 1
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
 
@@ -624,6 +681,10 @@ def update(
     metrics = {k: sums[k] / counts[k] for k in sums}
     metrics["samples"] = float(n_pol + n_dis + n_neg)
     metrics["policy_samples"] = float(n_pol)
+    if memory is not None:
+        metrics["optimizer_warm"] = float(warm)
+        memory.state = copy.deepcopy(optimizer.state_dict())
+        memory.weights = weights_digest(model)
     return metrics
 
 
@@ -749,11 +810,13 @@ def train_step(
     *,
     positive: Sequence[Episode] = (),
     negative: Sequence[Episode] = (),
+    memory: OptimizerMemory | None = None,
 ) -> tuple[dict[str, float], int]:
     """The trainer's one update, written once (the trainer service and the in-process kernel run
     it): fresh ``episodes`` (policy gradient), ``positive`` (imitation), teacher hints
     (distillation, when asked for) and ``negative`` (KL states) into a batch, one
-    :func:`update` of ``model`` in place against ``reference``. Returns the update's finite
+    :func:`update` of ``model`` in place against ``reference`` (with Adam's moments from
+    ``memory`` when they belong to these weights). Returns the update's finite
     metrics (with :func:`reward_signal` of the fresh episodes) and the batch's size.
 
     Raises ``EmptyBatchError`` when the episodes give no sample (nothing changed) and
@@ -767,7 +830,10 @@ def train_step(
     )
     if len(batch) == 0:
         raise EmptyBatchError(f"no episodes to learn from ({len(episodes)} fresh rollouts)")
-    metrics = {**reward_signal(episodes), **update(model, reference, batch, config)}
+    metrics = {
+        **reward_signal(episodes),
+        **update(model, reference, batch, config, memory=memory),
+    }
     if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
         raise DivergedError(
             f"the weights are no longer finite (learning rate {config.learning_rate})"

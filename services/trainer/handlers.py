@@ -14,7 +14,13 @@ from aios_rl.state.checkpoints import (
     UnknownCheckpointError,
 )
 from aios_rl.student import StudentBackend, StudentError, load_student, new_student
-from aios_rl.student.train import DivergedError, EmptyBatchError, train_step, update_config
+from aios_rl.student.train import (
+    DivergedError,
+    EmptyBatchError,
+    OptimizerMemory,
+    train_step,
+    update_config,
+)
 from contracts import (
     DecodeError,
     Episode,
@@ -38,6 +44,9 @@ class Trainer:
         self.settings = settings
         self.registry = CheckpointRegistry(bus)
         self.updates = 0
+        self.memory = OptimizerMemory()
+        """Adam's moments after this process's last update (``warm_optimizer``): used by the
+        next update that starts from the weights it left."""
         self.log = get_logger()
 
     async def ensure_initial(self) -> None:
@@ -146,6 +155,7 @@ class Trainer:
                 config,
                 positive=better + positive,
                 negative=worse + negative,
+                memory=self.memory if req.settings.warm_optimizer else None,
             )
         except EmptyBatchError as exc:
             raise PermanentError(
