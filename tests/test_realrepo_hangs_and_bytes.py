@@ -17,9 +17,9 @@ from aios_rl.cli import main as cli_main
 from aios_rl.envs.shell.episode import RUN_TESTS, SUBMIT, ShellEpisode
 from aios_rl.envs.shell.importing import ImportOptions, RejectedTask, build_task, fix_command
 from aios_rl.envs.shell.localise import spectrum
-from aios_rl.envs.shell.repair import RepairOptions, run_tests_with
+from aios_rl.envs.shell.repair import RepairOptions, propose, run_tests_with
 from aios_rl.envs.shell.repo import apply_patch, changed_lines, lines_of, patch_of
-from aios_rl.envs.shell.sandbox import SandboxConfig, policy_executor
+from aios_rl.envs.shell.sandbox import ExecResult, SandboxConfig, policy_executor
 from aios_rl.envs.shell.store import read_dir
 from aios_rl.envs.shell.verify import failing_test_ids, run_files
 
@@ -200,6 +200,35 @@ def test_a_hang_no_per_test_timeout_can_stop_still_rejects_the_tree(tmp_path: Pa
     options = ImportOptions(test_timeout_s=1, repair=RepairOptions(max_tries=1))
     with pytest.raises(RejectedTask, match=r"wall-clock timeout.*1-s per-test timeout stopped it"):
         build_task(files, UNITTEST, short, name="calc", source="import:calc", options=options)
+
+
+class _Slow:
+    """An executor whose first ``slow`` runs read as timed out (a machine busy with something
+    else), then pass: what ``propose`` does with a run that timed out, without the load."""
+
+    def __init__(self, slow: int) -> None:
+        self.slow, self.calls = slow, 0
+
+    def run(self, argv: list[str], workdir: Path, *, stdin: str = "") -> ExecResult:
+        self.calls += 1
+        late = self.calls <= self.slow
+        return ExecResult(
+            exit_code=124 if late else 0, output="", truncated=False, timed_out=late,
+            killed_by="wall_timeout" if late else None,
+            blocked_reason="wall-clock timeout" if late else None, duration_s=0.0,
+        )  # fmt: skip
+
+
+def test_a_candidate_run_that_timed_out_once_is_run_again_before_it_is_dropped() -> None:
+    files = {"calc/ops.py": "def at_least(x, k):\n    return x > k\n"}
+    ranked, options = [("calc/ops.py", 2)], RepairOptions(max_tries=1, workers=1)
+    once = _Slow(slow=1)
+    got = propose(files, UNITTEST, ["t"], ranked, once, options=options, timeout_s=1)
+    assert once.calls == 2 and got.tried == 1 and len(got.solving) == 1
+    # Timed out twice: an edit that makes the tests loop, not offered.
+    twice = _Slow(slow=2)
+    got = propose(files, UNITTEST, ["t"], ranked, twice, options=options, timeout_s=1)
+    assert twice.calls == 2 and got.solving == [] and got.edits == []
 
 
 # -- bytes as they are -------------------------------------------------------------------------
