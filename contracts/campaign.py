@@ -63,6 +63,10 @@ class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
     minibatch (0: the student's own: 4 for a language model, else the whole minibatch)."""
     aggregation: Literal["token", "action"] = "token"
     std_normalize: bool = True
+    env_normalize: bool = False
+    """Mixed campaigns: scale each environment's advantages to unit root mean square
+    (AgentRL's per-task advantage normalisation), so every environment weighs alike in an
+    update; a tied group's zero stays zero."""
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     negative_kl_coef: float = 0.1
     self_imitation: bool = False

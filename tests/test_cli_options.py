@@ -103,6 +103,7 @@ def test_every_training_option_is_reachable(command: list[str], tmp_path: Path) 
         "--no-self-imitation",
         "--progress-coef", "0.5",
         "--warm-optimizer",
+        "--env-normalize",
         "--group-size", "3",
         "--tasks-per-epoch", "5",
         "--store", str(tmp_path / "store"),
@@ -112,7 +113,7 @@ def test_every_training_option_is_reachable(command: list[str], tmp_path: Path) 
     assert (spec.trainer.algorithm, spec.trainer.learning_rate) == ("ppo", 0.01)
     assert spec.trainer.distill_coef == 0.5
     assert (spec.trainer.self_imitation, spec.trainer.progress_coef) == (False, 0.5)
-    assert spec.trainer.warm_optimizer
+    assert spec.trainer.warm_optimizer and spec.trainer.env_normalize
     assert (spec.group_size, spec.tasks_per_epoch, spec.split) == (3, 5, "real")
     opts = embedded_options(args)
     assert opts["service_args"] == {
@@ -163,6 +164,7 @@ def test_defaults_and_the_data_dir_alias(monkeypatch: pytest.MonkeyPatch) -> Non
     # ... by the recipe measured to learn from it (bench/results/learning_rl-*.md)
     assert (spec.trainer.self_imitation, spec.trainer.progress_coef) == (True, 1.0)
     assert not spec.trainer.warm_optimizer  # an option, not shown to help yet
+    assert not spec.trainer.env_normalize
     off = campaign_spec(parse("train", "--no-self-imitation", "--progress-coef", "0"), "c", {})
     assert (off.trainer.self_imitation, off.trainer.progress_coef) == (False, 0.0)
     assert embedded_options(args) == {"service_args": {}, "scale": {}}

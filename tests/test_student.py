@@ -7,6 +7,7 @@ import hashlib
 import io
 import math
 import random
+import statistics
 
 import msgspec
 import pytest
@@ -362,6 +363,38 @@ def test_progress_credits_each_step_only_when_asked(algorithm: str) -> None:
         # broke, by more than without it.
         gap = [b.policy[0].advantage - b.policy[2].advantage for b in (plain, credited)]
         assert gap[1] > gap[0]
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_per_environment_normalisation_weighs_every_environment_alike(algorithm: str) -> None:
+    def ep(env: str, group: str, reward: float, chosen: int) -> Episode:
+        e = _episode(f"{env} {group}", ["a", "b"], chosen, reward, group_id=group)
+        return msgspec.structs.replace(e, environment=env, episode_id=f"{env}-{group}-{chosen}")
+
+    episodes = [
+        ep("shell", "s", 1.0, 0), ep("shell", "s", 0.0, 1),  # a contrast of 1
+        ep("orchestrator", "o", 0.1, 0), ep("orchestrator", "o", 0.0, 1),  # of 0.1
+        ep("orchestrator", "t", 0.5, 0), ep("orchestrator", "t", 0.5, 1),  # tied
+    ]  # fmt: skip
+    base = UpdateConfig(algorithm=algorithm, std_normalize=False)  # type: ignore[arg-type]
+    plain = [s.advantage for s in build_batch(episodes, config=base).policy]
+    both = build_batch(episodes, config=dataclasses.replace(base, env_normalize=True)).policy
+    normed = [s.advantage for s in both]
+
+    def rms(xs: list[float]) -> float:
+        return math.sqrt(sum(x * x for x in xs) / len(xs))
+
+    if algorithm == "grpo":
+        # Without it the orchestrator's small contrast weighs a tenth of shell's.
+        assert abs(plain[2]) == pytest.approx(0.1 * abs(plain[0]))
+        assert rms(normed[:2]) == pytest.approx(1.0) and rms(normed[2:]) == pytest.approx(1.0)
+        assert normed[4:] == [0.0, 0.0]  # a tied group's zero stays zero: scaled, not centred
+        assert all((a > 0) == (b > 0) for a, b in zip(plain[:4], normed[:4], strict=True))
+    else:
+        # PPO: centred and scaled within each environment rather than over the batch.
+        for part in (normed[:2], normed[2:]):
+            assert sum(part) == pytest.approx(0.0, abs=1e-9)
+            assert statistics.stdev(part) == pytest.approx(1.0)
 
 
 def test_self_imitation_clones_only_the_updates_own_successes() -> None:

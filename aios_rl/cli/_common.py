@@ -350,6 +350,14 @@ def training_args(
         "help yet: docs/signals.md) (default off)",
     )
     p.add_argument(
+        "--env-normalize",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="mixed campaigns: scale each environment's advantages to unit root mean square, "
+        "so every environment weighs alike in an update (AgentRL's per-task normalisation) "
+        "(default off)",
+    )
+    p.add_argument(
         "--progress-coef",
         type=non_negative_float,
         default=1.0,

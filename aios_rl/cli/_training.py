@@ -192,6 +192,7 @@ def campaign_spec(
             distill_coef=getattr(args, "distill", 0.0),
             self_imitation=getattr(args, "self_imitation", False),
             warm_optimizer=getattr(args, "warm_optimizer", False),
+            env_normalize=getattr(args, "env_normalize", False),
             progress_coef=getattr(args, "progress_coef", 0.0),
             seed=args.seed,
         ),

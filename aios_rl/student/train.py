@@ -71,6 +71,12 @@ class UpdateConfig:
     """Average the loss over all tokens of the batch, or per action first."""
     std_normalize: bool = True
     """GRPO: divide group-centred rewards by the group's std (False: Dr. GRPO)."""
+    env_normalize: bool = False
+    """Mixed campaigns: scale each environment's policy samples' advantages to unit root mean
+    square (AgentRL's per-task advantage normalisation), so an environment whose groups mostly
+    tie, or whose rewards are small, still weighs as much in the update as the others. Scaled,
+    never re-centred: a tied group's zero stays zero. PPO: normalised per environment instead
+    of over the whole batch."""
     kl_coef: float = 0.0
     """Weight of KL(pi || reference) on the policy samples."""
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
@@ -217,6 +223,7 @@ def build_batch(
             [e.group_id or e.episode_id for e in episodes],
             std_normalize=config.std_normalize,
         )
+        envs: list[str] = []
         for ep, a in zip(episodes, adv.tolist(), strict=True):
             rollout = _rollout_logps(ep)
             progress = _progress(ep, config.progress_coef)
@@ -230,8 +237,12 @@ def build_batch(
                         rollout_logps=_own(idx, rollout, i),
                     )
                 )
+                envs.append(ep.environment)
+        if config.env_normalize:
+            batch.policy = _per_environment(batch.policy, envs, centre=False)
     else:
         samples: list[Sample] = []
+        envs = []
         for ep in episodes:
             steps = _decisions(ep, free_text=free_text)
             if not steps:
@@ -254,7 +265,10 @@ def build_batch(
                         rollout_logps=_own(idx, rollout, i),
                     )
                 )
-        if len(samples) > 1:
+                envs.append(ep.environment)
+        if config.env_normalize:
+            samples = _per_environment(samples, envs, centre=True)
+        elif len(samples) > 1:
             a = torch.tensor([s.advantage for s in samples])
             a = (a - a.mean()) / (a.std() + 1e-8)
             samples = [
@@ -290,6 +304,28 @@ def build_batch(
     for ep in negative:
         batch.negative.extend(d for _, d, _, _, _ in _decisions(ep))
     return batch
+
+
+def _per_environment(samples: list[Sample], envs: list[str], *, centre: bool) -> list[Sample]:
+    """``samples``' advantages normalised within each environment (``envs``: each sample's):
+    centred and divided by the std (``centre``), or divided by the root mean square. An
+    environment whose advantages are all 0 is left as it is."""
+    out = list(samples)
+    for env in sorted(set(envs)):
+        rows = [i for i, e in enumerate(envs) if e == env]
+        a = torch.tensor([samples[i].advantage for i in rows], dtype=torch.float64)
+        if centre:
+            if len(rows) < 2:
+                continue
+            a = a - a.mean()
+            scale = float(a.std())
+        else:
+            scale = float(a.pow(2).mean().sqrt())
+        if scale <= 1e-12:
+            continue
+        for i, x in zip(rows, (a / scale).tolist(), strict=True):
+            out[i] = dataclasses.replace(samples[i], advantage=float(x))
+    return out
 
 
 def _progress(ep: Episode, coef: float) -> dict[int, float]:
@@ -700,6 +736,7 @@ def update_config(s: TrainerSettings) -> UpdateConfig:
         clip_high=s.clip_high,
         aggregation=s.aggregation,
         std_normalize=s.std_normalize,
+        env_normalize=s.env_normalize,
         kl_coef=s.kl_coef,
         kl_estimator=s.kl_estimator,
         entropy_coef=s.entropy_coef,
