@@ -18,8 +18,9 @@ held-out split before (untrained: the same weights for every variant of a seed) 
   and its hints distilled at weight 0.5 (how the benchmarks on main were measured); the reward is
   the environment's.
 
-``--sweep`` (shell): the teacher's accuracy against held-out success: a teacher of accuracy
-1.0 / 0.7 / 0.4 shaping the reward and distilled (both channels), and no teacher (``grpo``: GRPO alone).
+``--sweep`` (shell): the teacher's accuracy against held-out success, on top of the recipe: a
+teacher of accuracy 1.0 / 0.7 / 0.4 shaping the reward and distilled (both channels), and no
+teacher (``rl``: the recipe alone).
 
 ``--levers`` (shell): what was tried to make reward alone generalise, at the same budget:
 step-level credit from the environment's progress measure (``rl+progress``: the tests' state
@@ -170,14 +171,18 @@ LEVERS = {
 SWEEP = {
     **{
         f"accuracy {a:g}": Variant(
-            f"a teacher of accuracy {a:g}: shaping (0.3) and distillation (0.5)",
+            f"rl, plus a teacher of accuracy {a:g}: shaping (0.3) and distillation (0.5)",
             Teacher(accuracy=a, shaping=0.3),
             distill=0.5,
+            progress=1.0,
+            trainer=RECIPE,
         )
         for a in (1.0, 0.7, 0.4)
     },
-    "none": VARIANTS["grpo"],
+    "none": VARIANTS["rl"],
 }
+"""``--sweep`` (shell): the teacher's accuracy against held-out success, every row on top of the
+recipe (``rl``), ``none`` the recipe alone."""
 
 FULL = {
     "shell": Settings(

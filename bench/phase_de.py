@@ -16,7 +16,9 @@ the same number of training episodes and updates; only where the episodes come f
 Task draws are the campaign's (``sample_tasks``, seeded per (seed, epoch, environment)), so the
 mixed student's shell tasks of an epoch are the first of the shell-only student's. The loop is
 the in-process kernel's (``aios_rl.local``: ``collect_epoch`` as the campaign collects an epoch,
-the oracle teacher's hints via ``taught``, one ``train_epoch`` update per epoch), its
+one ``train_epoch`` update per epoch learning from the environment's reward alone by the recipe
+of ``bench/learning_rl.py``: GRPO + self-imitation of its own successes + step-level progress
+credit, no teacher; the comparison gate ``Gate`` judging every epoch, as the campaign does), its
 ``Rollouts`` running a round's episodes of all environments concurrently on the three runners'
 hosts: shell episodes in the sandbox, browser episodes in real Chromium with the sites service
 on an embedded nats-server, orchestrator episodes through their adapter.
@@ -32,7 +34,7 @@ each specialist, as paired differences with bootstrap 95 % intervals. Results:
 
 Run from the repo root:
 
-    .venv/bin/python bench/phase_de.py           # ~35 min; results in bench/results/phase_de.md
+    .venv/bin/python bench/phase_de.py           # ~50 min; results in bench/results/phase_de.md
     .venv/bin/python bench/phase_de.py --quick   # ~40 s smoke run (one seed, one epoch)
 """
 
@@ -66,11 +68,18 @@ from aios_rl.envs.orchestrator.adapter import OrchestratorHost
 from aios_rl.envs.shell.adapter import ShellHost
 from aios_rl.envs.shell.generate import generate as shell_split
 from aios_rl.envs.shell.verify import RunCache, default_cache_dir
-from aios_rl.local import LocalPolicy, Rollouts, collect_epoch, runner_settings, train_epoch
+from aios_rl.local import (
+    Gate,
+    LocalPolicy,
+    Rollouts,
+    collect_epoch,
+    runner_settings,
+    train_epoch,
+)
 from aios_rl.stats import Interval, bootstrap_mean, paired_difference, stratified_mean, wilson
 from aios_rl.student import load_student, new_student
 from bench import _common
-from bench._kernel import ORACLE_DISTILL, RolloutsFor, Task, score, taught
+from bench._kernel import RolloutsFor, Task, score
 from contracts import (
     BrowserTask,
     CampaignSpec,
@@ -132,7 +141,7 @@ FULL = Settings(
     heldout_tasks={"shell": 40, "browser": 24, "orchestrator": 96},
     learning_rate=3e-3,
 )
-"""Sized for ~35 min on 2 shared cores: browser episodes (~1-2 s each in Chromium) are most of the
+"""Sized for ~35 min on 2 shared cores without the gate (~50 min with its reference runs): browser episodes (~1-2 s each in Chromium) are most of the
 cost, in training (the browser-only student and a third of the mixed one's) and in scoring
 (5 students x 24 held-out browser tasks a seed). 192 training episodes per student is fewer than
 bench/learning.py gives one environment (shell 480, browser 120, orchestrator 5120): this measures
@@ -216,10 +225,19 @@ async def evaluate(rollouts: Rollouts, splits: Splits, tag: str) -> dict[str, di
     return out
 
 
+RECIPE = {"self_imitation": True, "progress_coef": 1.0}
+"""How every trained student learns: from the environment's reward alone, by the recipe
+``bench/learning_rl.py`` measured (GRPO + self-imitation of its own successes + step-level
+progress credit); no teacher judges, nothing is distilled."""
+REFERENCE_RUNS = 2
+"""The comparison gate's reference runs of each task an epoch (the weights before the update)."""
+
+
 def student_spec(name: str, shares: Mapping[str, float], seed: int, s: Settings) -> CampaignSpec:
     """The campaign a trained student's run is: ``tasks_per_epoch`` train tasks an epoch split
     by ``shares`` (the campaign's ``sample_tasks``, seeded by (seed, epoch)), uniform GRPO groups
-    of ``group_size`` at temperature 1, no reference runs."""
+    of ``group_size`` at temperature 1 learning by ``RECIPE``, ``REFERENCE_RUNS`` reference runs
+    a task for the comparison gate."""
     return CampaignSpec(
         campaign_id=f"phase-de-{name}-s{seed}",
         environments=dict(shares),
@@ -228,10 +246,10 @@ def student_spec(name: str, shares: Mapping[str, float], seed: int, s: Settings)
         epochs=s.epochs,
         rollout_strategy="uniform",
         regime=DecodingRegime(temperature=1.0),
-        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed, **ORACLE_DISTILL),
+        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed, **RECIPE),
         split="train",
         seed=seed,
-        reference_runs=0,
+        reference_runs=REFERENCE_RUNS,
     )
 
 
@@ -245,28 +263,36 @@ async def train_student(
     log: Callable[[str], None],
 ) -> dict:
     """One student trained from ``weights`` through the kernel on ``s.epochs`` epochs of tasks
-    drawn by ``shares`` (``collect_epoch``, the oracle's hints, ``train_epoch``), then scored on
-    every held-out task: its scores, training episodes per environment, rollout success per
-    epoch and seconds spent."""
+    drawn by ``shares`` (``collect_epoch``, ``train_epoch``: environment reward alone, by
+    ``RECIPE``), the comparison gate judging every epoch (``Gate``: reference runs of the
+    weights before the last update, the epoch verdict with its per-environment veto, a rollback
+    skips the epoch's update), then scored on every held-out task: its scores, training
+    episodes per environment, rollout success per epoch, the gate's decisions and seconds
+    spent."""
     torch.manual_seed(seed)
-    model = load_student(weights)
+    policy = LocalPolicy(load_student(weights))
     spec = student_spec(name, shares, seed, s)
     available = {env: [t.task_id for t in splits.train[env]] for env in shares}
-    by_id = {t.task_id: t for env in shares for t in splits.train[env]}
     trained = dict.fromkeys(ENVS, 0)
     curve: list[float] = []
+    gate = Gate(spec, policy)
     started = time.perf_counter()
-    async with splits.rollouts_for(LocalPolicy(model)) as rollouts:
+    async with splits.rollouts_for(policy) as rollouts:
         for epoch in range(s.epochs):
-            got = await collect_epoch(spec, epoch, available, rollouts.run)
+            got = await collect_epoch(
+                spec, epoch, available, rollouts.run, reference=gate.reference()
+            )
             episodes = got.kept
             for ep in episodes:
                 trained[ep.environment] += 1
             rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
-            train_epoch(
-                model, episodes, spec.trainer, teach=lambda ep: taught(ep, by_id[ep.task_id])
-            )
             curve.append(rate)
+            if not gate.judge(got, seed=seed * 1000 + epoch):
+                last = gate.decisions[-1]
+                log(f"seed {seed} {name} epoch {epoch}: {last['verdict']}, {last['decision']}")
+                continue
+            gate.before_update()
+            train_epoch(policy.model, episodes, spec.trainer)
             log(f"seed {seed} {name} epoch {epoch}: train rollouts succeeded {rate:.0%}")
         train_s = time.perf_counter() - started
         scores = await evaluate(rollouts, splits, f"{name}-")
@@ -274,6 +300,7 @@ async def train_student(
         **scores,
         "trained": trained,
         "train_curve": curve,
+        "gate": gate.decisions,
         "train_s": train_s,
         "eval_s": time.perf_counter() - started - train_s,
     }
@@ -483,6 +510,16 @@ def tables(res: dict) -> tuple[str, dict]:
             lines.append(f"| {name} | " + " | ".join(signed(d[k]) for k in keys) + " |")
             out["mixed_minus_specialist"][metric][name] = {k: asdict(d[k]) for k in keys}
     return "\n".join(lines), out
+
+
+def gate_summary(res: dict) -> str:
+    """The gate's rollbacks per trained student over every seed, in words."""
+    parts = []
+    for name in list(STUDENTS)[1:]:
+        decisions = [d for run in res["runs"].values() for d in run[name].get("gate", [])]
+        back = sum(str(d["decision"]).startswith("rollback") for d in decisions)
+        parts.append(f"{name} {back} rollback(s) in {len(decisions)} epochs")
+    return ", ".join(parts)
 
 
 def trained_counts(res: dict, student: str) -> dict[str, int]:
@@ -699,13 +736,16 @@ def main(argv: list[str] | None = None) -> int:
         "training beyond what the pooled pairs show.",
         "Training: the in-process kernel per student (aios_rl.local: collect_epoch draws and "
         "runs each epoch's tasks as the campaign service does, on the real environment hosts "
-        "and run_steps; the oracle teacher's hints via taught(), distilled at the trainer's "
-        "distill_coef 0.5; one train_epoch update per epoch with the trainer service's "
-        "configuration; no comparison gate, no teacher reward shaping), GRPO groups at "
-        "temperature 1; the mixed student's environments run concurrently. "
+        "and run_steps; one train_epoch update per epoch with the trainer service's "
+        "configuration), learning from the environment's reward alone by the recipe "
+        "(GRPO + self-imitation of its own successes + step-level progress credit; no teacher "
+        "judges, nothing is distilled), GRPO groups at temperature 1, the comparison gate on "
+        f"({REFERENCE_RUNS} reference runs a task an epoch under the weights before the last "
+        "update, the epoch verdict and decide_epoch; a rollback restores the weights and skips "
+        "the epoch's update); the mixed student's environments run concurrently. "
         "Browser: real Chromium, the sites service on an embedded nats-server, action timeout "
-        "1 s, MiniWoB++ tasks without hints. Task draws are the campaign's "
-        "sample_tasks, seeded by (seed, epoch).",
+        "1 s. Task draws are the campaign's sample_tasks, seeded by (seed, epoch). "
+        f"Gate: {gate_summary(res)}.",
         f"Episodes run again after their environment crashed (in practice Chromium: a first "
         f"page slower than the 1 s action timeout under load; same task, seed and student, so "
         f"the same decisions): {len(res['browser_retries'])}, at most {ATTEMPTS} attempts each.",

@@ -150,6 +150,8 @@ def test_phase_de_quick_trains_every_student_on_the_same_budget_and_scores_all_t
             if name == "untrained":
                 continue
             assert sum(student["trained"].values()) == budget  # the same budget for everyone
+            # The comparison gate judged every epoch (reference runs are not training episodes).
+            assert len(student["gate"]) == res["settings"]["epochs"]
             if name == "mixed":
                 assert all(student["trained"][env] > 0 for env in envs)
             else:
