@@ -156,12 +156,16 @@ async def score(
 ) -> tuple[list[float], list[float]]:
     """Near-greedy success (1/0) and reward per held-out task, one episode each seeded by the
     task's position (the kernel's ``eval_jobs``); ``profile``, when given, receives what the
-    episodes did (steps per episode, the share of each kind of action: ``credit_by_kind``)."""
+    episodes did (steps per episode, the share of each kind of action: ``credit_by_kind``; on
+    site flows ``potential_mean``, how far along its flow an episode got)."""
     episodes = await rollouts.run(eval_jobs(tasks, environment_of, tag))
     if profile is not None:
         profile.update(
             {k: v for k, v in credit_by_kind(episodes).items() if not k.startswith("credit:")}
         )
+        reached = [float(ep.info["potential"]) for ep in episodes if "potential" in ep.info]
+        if reached:  # site flows: how far along its flow each episode got, on average
+            profile["potential_mean"] = sum(reached) / len(reached)
     return (
         [1.0 if ep.outcome == "success" else 0.0 for ep in episodes],
         [ep.env_reward for ep in episodes],

@@ -234,6 +234,8 @@ async def test_a_random_policy_fails_the_flows_and_leaves_a_screenshot(sites: Si
             # cost of the steps that left the page as it was.
             cost = env.no_effect_steps * env.settings.no_effect_cost
             assert sum(progress) == pytest.approx(env._potential - potential(t, Record()) - cost)
+            # The result says how far along the flow the session got (its partial credit).
+            assert float(env.result().info["potential"]) == pytest.approx(env._potential, abs=1e-4)
         finally:
             await env.close()
     assert sum(r.outcome == "success" for r in results) <= 1

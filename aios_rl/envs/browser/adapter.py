@@ -398,6 +398,10 @@ class BrowserEnv:
                 finished = (outcome, res.reward, dict(res.info))
         outcome, reward, info = finished
         info = {**info, "steps": str(self.steps), "final_url": _short(self._observation)}
+        if self.task.kind == "site" and self.settings.progress:
+            # How far along its flow the session got (the reward once done): partial credit
+            # a failed flow's reward of 0 does not show.
+            info["potential"] = f"{self._potential:.4f}"
         evidence = []
         if outcome != "success" and self.settings.screenshots:
             try:
