@@ -362,6 +362,8 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     difference to untrained, ``rl_only_paired_ci_low`` per environment and where every number
     came from. Pure."""
     chosen: dict[str, dict[str, tuple[str, dict[str, Any], str]]] = {}
+    hinted: dict[tuple[str, str], float] = {}
+    """Largest share of an update's episodes that carried a teacher's hint, per row."""
     for name, payload in sorted(results.items(), key=lambda kv: kv[1].get("date", "")):
         for env in ENVS:
             for variant, sm in (payload.get(env) or {}).items():
@@ -369,6 +371,11 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
                     code = (payload.get("machine") or {}).get("code", "")
                     label = f"{name}, code {code}" if code else name
                     chosen.setdefault(env, {})[variant] = (label, sm, payload.get("date", ""))
+                    runs = ((payload.get("runs") or {}).get(env) or {}).get(variant) or {}
+                    shares = [
+                        u.get("hinted_share", 0.0) for r in runs.values() for u in r["updates"]
+                    ]
+                    hinted[env, variant] = max(shares, default=float("nan"))
     lines = [
         "# Learning from reward: every environment (tiny student, gate on)",
         "",
@@ -408,6 +415,20 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
             )
         if "rl" in summary[env]:
             summary[env]["rl_only_paired_ci_low"] = summary[env]["rl"]["paired_ci_low"]
+    silent = [
+        f"`{variant}` on {env}"
+        for env in ENVS
+        for variant in chosen.get(env, {})
+        if VARIANTS[variant].teacher.accuracy is not None and hinted.get((env, variant)) == 0.0
+    ]
+    if silent:
+        lines += [
+            "",
+            "The teacher gave no hint in any update of "
+            + ", ".join(silent)
+            + " (it judged none of their episodes): those rows learned from the environment's "
+            "reward alone, as `rl` did.",
+        ]
     lines += ["", "## The goal: RL from reward alone above untrained beyond noise", ""]
     for env in ENVS:
         low = summary.get(env, {}).get("rl_only_paired_ci_low")

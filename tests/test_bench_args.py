@@ -145,3 +145,27 @@ def test_learning_rl_combine_keeps_each_variants_latest_run_and_the_goal_per_env
     assert "- orchestrator: not measured yet" in md
     assert "| shell | rl+oracle-distill | (not measured yet) |" in md
     assert "| 0.100 -> 0.300 |" in md  # the mean held-out reward, partial credit included
+    assert "gave no hint" not in md  # no per-update record: nothing is claimed
+
+
+def test_learning_rl_combine_says_which_teacher_rows_got_no_hint() -> None:
+    from bench.learning_rl import combine
+
+    def runs(*shares: float) -> dict:
+        return {"0": {"updates": [{"hinted_share": x} for x in shares]}}
+
+    payload = {
+        "date": "2026-01-01",
+        "shell": {"rl+oracle-distill": _variant(0.1, 0.3, 0.1)},
+        "browser-miniwob": {
+            "rl+oracle-distill": _variant(0.2, 0.4, 0.1),
+            "rl": _variant(0.2, 0.4, 0.1),
+        },
+        "runs": {
+            "shell": {"rl+oracle-distill": runs(0.0, 0.4)},
+            "browser-miniwob": {"rl+oracle-distill": runs(0.0, 0.0), "rl": runs(0.0)},
+        },
+    }
+    md, _ = combine({"x.json": payload})
+    assert "gave no hint in any update of `rl+oracle-distill` on browser-miniwob " in md
+    assert "on shell" not in md  # its teacher hinted: a teacher's signal was there
