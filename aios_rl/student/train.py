@@ -595,7 +595,7 @@ class OptimizerMemory:
 
     A fresh Adam takes steps of about the learning rate in every weight a gradient touches,
     however small that gradient is (its first step is ``lr * sign(g)``): an update whose groups
-    all tied, with only a few cents of step-level credit to learn from, moves the policy as far
+    all tied, with only a little step-level credit to learn from, moves the policy as far
     as one that learnt something, and a run of such updates is a random walk. Adam's moments kept
     across updates (what a long-lived trainer does) scale each step by the gradients seen so far:
     a weak signal makes a small step. Only the scale is carried: each update's first moment
