@@ -359,15 +359,25 @@ def report_checks(
 
 
 def bench_args(
-    name: str, doc: str, quick_hint: str, *, full: S, quick: S, argv: list[str] | None = None
+    name: str,
+    doc: str,
+    quick_hint: str,
+    *,
+    full: S,
+    quick: S,
+    argv: list[str] | None = None,
+    parents: Sequence[argparse.ArgumentParser] = (),
 ) -> tuple[argparse.Namespace, S, Path]:
     """Parse a bench's command line (``--quick``, ``--out``): the arguments, the settings
     (``quick`` with ``--quick``, else ``full``) and the markdown results path (default
     ``bench/results/<name>.md``, or ``<name>-quick.md`` with ``--quick``). ``doc`` is the bench's
     module docstring (its first paragraph is the description); ``quick_hint`` how long a quick
-    run takes (``~20 s``)."""
+    run takes (``~20 s``). ``parents``: parsers (``add_help=False``) of the bench's own options,
+    parsed before, shown in ``--help`` with these."""
     parser = argparse.ArgumentParser(
-        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=list(parents),
     )
     parser.add_argument(
         "--quick", action="store_true", help=f"short run ({quick_hint}) for a smoke check"

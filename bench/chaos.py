@@ -293,10 +293,16 @@ async def measure(s: Settings, log: Callable[[str], None]) -> Results:
 
 def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--cluster", action="store_true")
+    pre.add_argument(
+        "--cluster",
+        action="store_true",
+        help="a three-node JetStream cluster (results: chaos-cluster)",
+    )
     known, rest = pre.parse_known_args(argv)
     name = "chaos-cluster" if known.cluster else "chaos"
-    _, s, out = _common.bench_args(name, __doc__, "~40 s", full=FULL, quick=QUICK, argv=rest)
+    _, s, out = _common.bench_args(
+        name, __doc__, "~40 s", full=FULL, quick=QUICK, argv=rest, parents=[pre]
+    )
     if known.cluster:
         s = dataclasses.replace(s, cluster=3)
     console = Console()

@@ -775,9 +775,14 @@ def lm_main(settings: dict[str, Settings], envs: Sequence[str], out: Path) -> in
 
 def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--env", choices=tuple(ENVS), default=None)
-    pre.add_argument("--student", choices=("tiny", "minilm", "lm"), default="tiny")
-    pre.add_argument("--ablate", action="store_true")
+    pre.add_argument("--env", choices=tuple(ENVS), default=None, help="environment (default shell)")
+    pre.add_argument(
+        "--student",
+        choices=("tiny", "minilm", "lm"),
+        default="tiny",
+        help="the student (default tiny)",
+    )
+    pre.add_argument("--ablate", action="store_true", help=argparse.SUPPRESS)
     known, rest = pre.parse_known_args(argv)
     env = known.env or "shell"
     if known.ablate:
@@ -787,18 +792,26 @@ def main(argv: list[str] | None = None) -> int:
         if any(e not in LM_FULL for e in envs):
             raise SystemExit("--student lm trains on the orchestrator and shell environments")
         _, s, out = _common.bench_args(
-            "learning_lm", __doc__, "~15 min", full=LM_FULL, quick=LM_QUICK, argv=rest
+            "learning_lm",
+            __doc__,
+            "~15 min",
+            full=LM_FULL,
+            quick=LM_QUICK,
+            argv=rest,
+            parents=[pre],
         )
         return lm_main(s, envs, out)
     if known.student == "minilm":
         if env != "shell":
             raise SystemExit("--student minilm compares the students on shell tasks only")
         _, s, out = _common.bench_args(
-            "learning_minilm", __doc__, "~15 min", full=FULL, quick=QUICK, argv=rest
+            "learning_minilm", __doc__, "~15 min", full=FULL, quick=QUICK, argv=rest, parents=[pre]
         )
         return students_main(s, out)
     name, hint, full, quick = ENVS[env]
-    _, s, out = _common.bench_args(name, __doc__, hint, full=full, quick=quick, argv=rest)
+    _, s, out = _common.bench_args(
+        name, __doc__, hint, full=full, quick=quick, argv=rest, parents=[pre]
+    )
     console = Console()
 
     async def measured(log: Callable[[str], None]) -> tuple[dict, dict]:

@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         variants = list(VARIANTS)
     _, s, out = _common.bench_args(
-        "learning_ablation", __doc__, "~1 min", full=DEMO, quick=QUICK, argv=rest
+        "learning_ablation", __doc__, "~1 min", full=DEMO, quick=QUICK, argv=rest, parents=[parser]
     )
     console = Console()
     res, machine, elapsed = _common.run(

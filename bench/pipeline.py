@@ -518,15 +518,23 @@ def cpu_table(res: dict, s: Settings) -> tuple[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--student", choices=("tiny", "minilm"), default="tiny")
+    pre.add_argument(
+        "--student", choices=("tiny", "minilm"), default="tiny", help="the student (default tiny)"
+    )
     known, rest = pre.parse_known_args(argv)
     if known.student == "minilm":
         _, s, out = _common.bench_args(
-            "pipeline-minilm", __doc__, "~1 min", full=MINILM_FULL, quick=MINILM_QUICK, argv=rest
+            "pipeline-minilm",
+            __doc__,
+            "~1 min",
+            full=MINILM_FULL,
+            quick=MINILM_QUICK,
+            argv=rest,
+            parents=[pre],
         )
     else:
         _, s, out = _common.bench_args(
-            "pipeline", __doc__, "~15 s", full=FULL, quick=QUICK, argv=rest
+            "pipeline", __doc__, "~15 s", full=FULL, quick=QUICK, argv=rest, parents=[pre]
         )
     console = Console()
     by_scale, machine, elapsed = _common.run(

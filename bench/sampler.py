@@ -456,16 +456,24 @@ def cpu_notes(res: Results, s: Settings) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--backend", choices=("tiny", "minilm"), default="tiny")
+    pre.add_argument(
+        "--backend", choices=("tiny", "minilm"), default="tiny", help="the student (default tiny)"
+    )
     known, rest = pre.parse_known_args(argv)
     backend = known.backend
     if backend == "minilm":
         _, s, out = _common.bench_args(
-            "sampler-minilm", __doc__, "~1 min", full=MINILM_FULL, quick=MINILM_QUICK, argv=rest
+            "sampler-minilm",
+            __doc__,
+            "~1 min",
+            full=MINILM_FULL,
+            quick=MINILM_QUICK,
+            argv=rest,
+            parents=[pre],
         )
     else:
         _, s, out = _common.bench_args(
-            "sampler", __doc__, "~20 s", full=FULL, quick=QUICK, argv=rest
+            "sampler", __doc__, "~20 s", full=FULL, quick=QUICK, argv=rest, parents=[pre]
         )
     console = Console()
     packages = ["torch", "nats-py", "msgspec"]

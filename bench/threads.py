@@ -321,11 +321,11 @@ def render(payload: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--worker", choices=WORKLOADS)
-    pre.add_argument("--threads", type=int, default=1)
-    pre.add_argument("--interop", type=int, default=1)
-    pre.add_argument("--repeats", type=int, default=3)
-    pre.add_argument("--samples", type=int, default=256)
+    pre.add_argument("--worker", choices=WORKLOADS, help=argparse.SUPPRESS)
+    pre.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    pre.add_argument("--interop", type=int, default=1, help=argparse.SUPPRESS)
+    pre.add_argument("--repeats", type=int, default=3, help=argparse.SUPPRESS)
+    pre.add_argument("--samples", type=int, default=256, help=argparse.SUPPRESS)
     pre.add_argument("--render", action="store_true", help=argparse.SUPPRESS)
     known, rest = pre.parse_known_args(argv)
     if known.worker:
@@ -335,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         return 0
-    _, s, out = _common.bench_args("threads", __doc__, "~40 s", full=FULL, quick=QUICK, argv=rest)
+    _, s, out = _common.bench_args(
+        "threads", __doc__, "~40 s", full=FULL, quick=QUICK, argv=rest, parents=[pre]
+    )
     console = Console()
     if known.render:  # the markdown again from the JSON of a run (its notes changed)
         out.write_text(render(json.loads(out.with_suffix(".json").read_text())))

@@ -55,6 +55,29 @@ def test_a_bench_without_seeds_has_no_seeds_option(capsys: pytest.CaptureFixture
     assert "unrecognized arguments: --seeds" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("bench", "option"),
+    [
+        ("learning_rl", "--variants"),
+        ("learning_rl", "--env"),
+        ("learning", "--student"),
+        ("chaos", "--cluster"),
+        ("sampler", "--backend"),
+    ],
+)
+def test_a_benchs_own_options_are_in_its_help(
+    bench: str, option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib
+
+    module = importlib.import_module(f"bench.{bench}")
+    with pytest.raises(SystemExit) as exit_:
+        module.main(["--help"])
+    assert exit_.value.code == 0
+    shown = capsys.readouterr().out
+    assert option in shown and "--quick" in shown, shown
+
+
 def test_an_lm_run_of_one_environment_keeps_the_others_measured_before(tmp_path: Path) -> None:
     from bench.learning import LM_FULL, _earlier_lm_runs
 
