@@ -522,20 +522,16 @@ def main(argv: list[str] | None = None) -> int:
         "--student", choices=("tiny", "minilm"), default="tiny", help="the student (default tiny)"
     )
     known, rest = pre.parse_known_args(argv)
-    if known.student == "minilm":
-        _, s, out = _common.bench_args(
-            "pipeline-minilm",
-            __doc__,
-            "~1 min",
-            full=MINILM_FULL,
-            quick=MINILM_QUICK,
-            argv=rest,
-            parents=[pre],
-        )
-    else:
-        _, s, out = _common.bench_args(
-            "pipeline", __doc__, "~15 s", full=FULL, quick=QUICK, argv=rest, parents=[pre]
-        )
+    minilm = known.student == "minilm"
+    _, s, out = _common.bench_args(
+        "pipeline-minilm" if minilm else "pipeline",
+        __doc__,
+        "~1 min" if minilm else "~15 s",
+        full=MINILM_FULL if minilm else FULL,
+        quick=MINILM_QUICK if minilm else QUICK,
+        argv=rest,
+        parents=[pre],
+    )
     console = Console()
     by_scale, machine, elapsed = _common.run(
         lambda log: measure(s, log), ["torch", "nats-py", "msgspec", "psutil"], console

@@ -461,20 +461,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     known, rest = pre.parse_known_args(argv)
     backend = known.backend
-    if backend == "minilm":
-        _, s, out = _common.bench_args(
-            "sampler-minilm",
-            __doc__,
-            "~1 min",
-            full=MINILM_FULL,
-            quick=MINILM_QUICK,
-            argv=rest,
-            parents=[pre],
-        )
-    else:
-        _, s, out = _common.bench_args(
-            "sampler", __doc__, "~20 s", full=FULL, quick=QUICK, argv=rest, parents=[pre]
-        )
+    minilm = backend == "minilm"
+    _, s, out = _common.bench_args(
+        "sampler-minilm" if minilm else "sampler",
+        __doc__,
+        "~1 min" if minilm else "~20 s",
+        full=MINILM_FULL if minilm else FULL,
+        quick=MINILM_QUICK if minilm else QUICK,
+        argv=rest,
+        parents=[pre],
+    )
     console = Console()
     packages = ["torch", "nats-py", "msgspec"]
     if backend == "minilm":
