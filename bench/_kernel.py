@@ -26,13 +26,13 @@ from aios_rl.local import (
     Gate,
     LocalPolicy,
     LocalRail,
-    OptimizerMemory,
     Rollouts,
     collect_epoch,
     credit_by_kind,
     eval_jobs,
     runner_settings,
     train_epoch,
+    train_epochs,
 )
 from aios_rl.rollouts import account_add
 from aios_rl.student import load_student, new_student
@@ -109,7 +109,8 @@ def request_for(ep: Episode, task: Task) -> TeacherRequest:
 
 def taught(ep: Episode, task: Task, *, accuracy: float = 1.0, seed: int = 0) -> Episode:
     """``ep`` with the oracle teacher's signal (hints), as the teacher gateway would add it:
-    ``judge`` for shell, ``judge_browser`` for the browser (no hints for MiniWoB++),
+    ``judge`` for shell, ``judge_browser`` for the browser (by the task's path: a MiniWoB++
+    task has one once ``BrowserHost.solve`` computed it),
     ``judge_orchestrator`` for the orchestrator; below ``accuracy`` 1, the ``noisy-oracle``'s
     (each hint and verdict wrong with probability ``1 - accuracy``, fixed by ``seed``)."""
     req = request_for(ep, task)
@@ -385,33 +386,27 @@ async def train_one(
     teach = None if teacher.accuracy is None else (lambda ep: teacher(ep, by_id[ep.task_id]))
     policy = LocalPolicy(model)
     judge = Gate(spec, policy) if gate else None
-    memory = OptimizerMemory()
     async with rollouts_for(policy) as rollouts:
         started = time.perf_counter()
         profile: dict[str, dict[str, float]] = {"before": {}, "after": {}}
         before, reward_before = await score(rollouts, heldout, "before", profile["before"])
         clock["eval_before_s"] = time.perf_counter() - started
         log(f"seed {seed}: untrained held-out success {sum(before) / n:.0%}")
-        for epoch in range(s.epochs):
-            started = time.perf_counter()
-            reference = judge.reference() if judge else None
-            got = await collect_epoch(spec, epoch, available, rollouts.run, reference=reference)
-            clock["rollouts_s"] += time.perf_counter() - started
-            episodes = got.kept
-            rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
-            curve.append(rate)
-            if judge is not None:
-                if not judge.judge(got, seed=seed * 1000 + epoch):
-                    last = judge.decisions[-1]
-                    log(f"seed {seed} epoch {epoch}: {last['verdict']}, {last['decision']}")
-                    continue
-                judge.before_update()
-            # No episode runs now: the update has the student to itself.
-            started = time.perf_counter()
-            metrics = train_epoch(policy.model, episodes, spec.trainer, teach=teach, memory=memory)
-            clock["updates_s"] += time.perf_counter() - started
-            updates.append({"epoch": float(epoch), "train_success": rate, **metrics})
-            log(f"seed {seed} epoch {epoch}: train rollouts succeeded {rate:.0%}")
+        reports = train_epochs(
+            spec, policy, available, rollouts.run, s.epochs, gate=judge, seed=seed, teach=teach
+        )
+        async for r in reports:
+            clock["rollouts_s"] += r.rollouts_s
+            clock["updates_s"] += r.update_s
+            curve.append(r.success)
+            if r.metrics is None:
+                assert r.decision is not None
+                log(
+                    f"seed {seed} epoch {r.epoch}: {r.decision['verdict']}, {r.decision['decision']}"
+                )
+                continue
+            updates.append({"epoch": float(r.epoch), "train_success": r.success, **r.metrics})
+            log(f"seed {seed} epoch {r.epoch}: train rollouts succeeded {r.success:.0%}")
         started = time.perf_counter()
         after, reward_after = await score(rollouts, heldout, "after", profile["after"])
         clock["eval_after_s"] = time.perf_counter() - started

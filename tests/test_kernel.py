@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 import pytest_asyncio
 import torch
@@ -29,6 +30,7 @@ from aios_rl.local import (
     collect_epoch,
     eval_jobs,
     train_epoch,
+    train_epochs,
 )
 from aios_rl.rollouts.epoch import plan_jobs, sample_tasks
 from aios_rl.stack.natsd import NatsServer
@@ -365,3 +367,57 @@ async def test_an_epoch_with_reference_runs_gets_a_verdict() -> None:
     v = got.verdict()
     assert v.verdict in ("better", "same", "worse") and v.tasks == 3
     assert (v.candidate, v.reference) == ("cand", "ref")
+
+
+@ASYNC
+async def test_the_loop_collects_judges_and_updates_and_a_rollback_skips_the_update() -> None:
+    """``train_epochs`` is the campaign's loop: every epoch collected, judged by the gate, then
+    one update; an epoch judged worse (here its reference runs all succeed, its rollouts all
+    fail) brings back the weights before the last update and trains on nothing."""
+    torch.manual_seed(0)
+    policy = LocalPolicy(new_student("tiny", seed=8), checkpoint_id="cand")
+    start = policy.model.to_bytes()
+    local = Rollouts(
+        {"orchestrator": host("orchestrator")}, {t.task_id: t for t in ORCHESTRATOR}, policy
+    )
+
+    async def run(jobs: list[RolloutJob]) -> list[Episode]:
+        got = await local.run(jobs)
+        if jobs[0].epoch != 1:
+            return got
+        return [
+            msgspec.structs.replace(
+                ep,
+                env_reward=float(ep.role == "reference"),
+                reward=float(ep.role == "reference"),
+                outcome="success" if ep.role == "reference" else "failure",
+            )
+            for ep in got
+        ]
+
+    spec = CampaignSpec(
+        campaign_id="loop",
+        environments={"orchestrator": 1.0},
+        tasks_per_epoch=6,
+        group_size=2,
+        reference_runs=2,
+        seed=3,
+        trainer=TrainerSettings(learning_rate=3e-3, seed=0),
+    )
+    gate = Gate(spec, policy)
+    available = {"orchestrator": [t.task_id for t in ORCHESTRATOR]}
+    reports, weights = [], []
+    async for r in train_epochs(spec, policy, available, run, 3, gate=gate, seed=1):
+        reports.append(r)
+        weights.append(policy.model.to_bytes())
+
+    assert [r.epoch for r in reports] == [0, 1, 2]
+    assert [r.decision for r in reports] == gate.decisions
+    assert [r.trained for r in reports] == [True, False, True]
+    assert reports[0].metrics is not None and reports[0].metrics["samples"] > 0
+    assert reports[1].decision is not None
+    assert reports[1].decision["decision"] == "rollback_pre_update"
+    assert reports[1].update_s == 0.0 and reports[1].success == 0.0
+    # Epoch 0's update moved the weights, epoch 1's rollback put the untrained ones back, and
+    # epoch 2 trained from them.
+    assert weights[0] != start and weights[1] == start and weights[2] != start

@@ -11,6 +11,8 @@ tests and notebooks.
   moments kept across updates in an :class:`OptimizerMemory` when the settings ask for it;
 - :class:`Gate`: the campaign's comparison gate (reference runs of the weights before the
   update, the epoch verdict, ``decide_epoch``, rollback);
+- :func:`train_epochs`: the campaign's loop, epoch after epoch (collect, gate, update), an
+  :class:`EpochReport` each;
 - :func:`eval_jobs`: near-greedy held-out jobs, seeded by task position;
 - :func:`credit_by_kind`: what episodes did (steps, each kind of action's share and GRPO
   credit), as every update reports it.
@@ -23,6 +25,7 @@ from aios_rl.student.train import OptimizerMemory, credit_by_kind
 
 from .kernel import (
     EVAL_REGIME,
+    EpochReport,
     EpochRollouts,
     Gate,
     LocalRail,
@@ -31,11 +34,13 @@ from .kernel import (
     eval_jobs,
     runner_settings,
     train_epoch,
+    train_epochs,
 )
 from .policy import LocalPolicy, UnknownLocalCheckpointError
 
 __all__ = [
     "EVAL_REGIME",
+    "EpochReport",
     "EpochRollouts",
     "Gate",
     "LocalPolicy",
@@ -48,4 +53,5 @@ __all__ = [
     "eval_jobs",
     "runner_settings",
     "train_epoch",
+    "train_epochs",
 ]

@@ -62,6 +62,7 @@ from .policy import LocalPolicy
 
 __all__ = [
     "EVAL_REGIME",
+    "EpochReport",
     "EpochRollouts",
     "Gate",
     "LocalRail",
@@ -70,6 +71,7 @@ __all__ = [
     "eval_jobs",
     "runner_settings",
     "train_epoch",
+    "train_epochs",
 ]
 
 EVAL_REGIME = DecodingRegime(temperature=0.1)
@@ -467,3 +469,66 @@ def train_epoch(
         memory=memory if settings.warm_optimizer else None,
     )
     return {**metrics, "samples": float(samples)}
+
+
+@dataclass
+class EpochReport:
+    """One epoch of :func:`train_epochs`: what was collected, what the gate said, what the update
+    did."""
+
+    epoch: int
+    collected: EpochRollouts
+    success: float
+    """The share of the epoch's kept rollouts that succeeded (the environment's outcome)."""
+    decision: dict[str, Any] | None
+    """The gate's verdict and decision (:attr:`Gate.decisions`); ``None`` without a gate."""
+    metrics: dict[str, float] | None
+    """The update's metrics; ``None`` when the gate rolled the last update back (no update)."""
+    rollouts_s: float
+    update_s: float
+
+    @property
+    def trained(self) -> bool:
+        return self.metrics is not None
+
+
+async def train_epochs(
+    spec: CampaignSpec,
+    policy: LocalPolicy,
+    available: Mapping[str, Sequence[str]],
+    run: Callable[[list[RolloutJob]], Awaitable[list[Episode]]],
+    epochs: int,
+    *,
+    gate: Gate | None = None,
+    seed: int = 0,
+    teach: Callable[[Episode], Episode] | None = None,
+    memory: OptimizerMemory | None = None,
+) -> AsyncIterator[EpochReport]:
+    """The campaign's loop for ``epochs`` epochs, one :class:`EpochReport` yielded per epoch:
+    each epoch collected (:func:`collect_epoch`; its reference runs play ``gate.reference()``),
+    judged by ``gate`` when given (a rollback skips the epoch's update), then one update of
+    ``policy``'s active student on the kept rollouts (:func:`train_epoch`, each passed through
+    ``teach`` when given; ``memory`` keeps Adam's moments when ``spec.trainer`` asks for it, a
+    fresh one when ``None``). The gate's verdict is seeded ``seed * 1000 + epoch``."""
+    memory = memory if memory is not None else OptimizerMemory()
+    for epoch in range(epochs):
+        started = time.perf_counter()
+        reference = gate.reference() if gate is not None else None
+        got = await collect_epoch(spec, epoch, available, run, reference=reference)
+        rollouts_s = time.perf_counter() - started
+        kept = got.kept
+        rate = sum(ep.outcome == "success" for ep in kept) / len(kept) if kept else 0.0
+        decision = None
+        if gate is not None:
+            train = gate.judge(got, seed=seed * 1000 + epoch)
+            decision = gate.decisions[-1]
+            if not train:
+                yield EpochReport(epoch, got, rate, decision, None, rollouts_s, 0.0)
+                continue
+            gate.before_update()
+        # No episode runs now: the update has the student to itself.
+        started = time.perf_counter()
+        metrics = train_epoch(policy.model, kept, spec.trainer, teach=teach, memory=memory)
+        yield EpochReport(
+            epoch, got, rate, decision, metrics, rollouts_s, time.perf_counter() - started
+        )
