@@ -1,7 +1,7 @@
 """Phase D/E: for the same number of training episodes, does one student trained on all three
 environments do better on their held-out tasks than students trained on one environment each?
 
-Five students per seed, all from the same initial tiny-student weights of that seed:
+Six students per seed, all from the same initial tiny-student weights of that seed:
 
 ``untrained``
     The initial weights, never updated (the reference every transfer is measured against).
@@ -10,6 +10,10 @@ Five students per seed, all from the same initial tiny-student weights of that s
     thirds, so 2 shell + 2 browser + 2 orchestrator tasks of the 6 an epoch in the full run).
 ``shell-only``, ``browser-only``, ``orchestrator-only``
     Every epoch draws all its train tasks from one environment.
+``mixed-env-normalize``
+    The mixed student with each environment's advantages scaled to unit RMS in every update
+    (``TrainerSettings.env_normalize``, AgentRL's per-task normalisation): does weighing the three
+    environments alike help the mixed student?
 
 Every trained student runs the same number of epochs, tasks per epoch and episodes per task, so
 the same number of training episodes and updates; only where the episodes come from differs.
@@ -49,6 +53,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
@@ -72,9 +77,8 @@ from aios_rl.local import (
     Gate,
     LocalPolicy,
     Rollouts,
-    collect_epoch,
     runner_settings,
-    train_epoch,
+    train_epochs,
 )
 from aios_rl.stats import Interval, bootstrap_mean, paired_difference, stratified_mean, wilson
 from aios_rl.student import load_student, new_student
@@ -172,8 +176,12 @@ STUDENTS: dict[str, Mapping[str, float] | None] = {
     "shell-only": {"shell": 1.0},
     "browser-only": {"browser": 1.0},
     "orchestrator-only": {"orchestrator": 1.0},
+    "mixed-env-normalize": {},
 }
-"""Each student's share of an epoch's train tasks per environment (``None``: never trained)."""
+"""Each student's share of an epoch's train tasks per environment (``None``: never trained;
+empty: ``Settings.mix``)."""
+OPTIONS: dict[str, dict[str, Any]] = {"mixed-env-normalize": {"env_normalize": True}}
+"""Trainer settings a student adds to ``RECIPE``."""
 SPECIALISTS = {
     "shell": "shell-only",
     "browser": "browser-only",
@@ -246,7 +254,9 @@ def student_spec(name: str, shares: Mapping[str, float], seed: int, s: Settings)
         epochs=s.epochs,
         rollout_strategy="uniform",
         regime=DecodingRegime(temperature=1.0),
-        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed, **RECIPE),
+        trainer=TrainerSettings(
+            learning_rate=s.learning_rate, seed=seed, **RECIPE, **OPTIONS.get(name, {})
+        ),
         split="train",
         seed=seed,
         reference_runs=REFERENCE_RUNS,
@@ -278,22 +288,19 @@ async def train_student(
     gate = Gate(spec, policy)
     started = time.perf_counter()
     async with splits.rollouts_for(policy) as rollouts:
-        for epoch in range(s.epochs):
-            got = await collect_epoch(
-                spec, epoch, available, rollouts.run, reference=gate.reference()
-            )
-            episodes = got.kept
-            for ep in episodes:
+        reports = train_epochs(
+            spec, policy, available, rollouts.run, s.epochs, gate=gate, seed=seed
+        )
+        async for r in reports:
+            for ep in r.collected.kept:
                 trained[ep.environment] += 1
-            rate = sum(ep.outcome == "success" for ep in episodes) / len(episodes)
-            curve.append(rate)
-            if not gate.judge(got, seed=seed * 1000 + epoch):
-                last = gate.decisions[-1]
-                log(f"seed {seed} {name} epoch {epoch}: {last['verdict']}, {last['decision']}")
+            curve.append(r.success)
+            if r.metrics is None:
+                assert r.decision is not None
+                verdict, decision = r.decision["verdict"], r.decision["decision"]
+                log(f"seed {seed} {name} epoch {r.epoch}: {verdict}, {decision}")
                 continue
-            gate.before_update()
-            train_epoch(policy.model, episodes, spec.trainer)
-            log(f"seed {seed} {name} epoch {epoch}: train rollouts succeeded {rate:.0%}")
+            log(f"seed {seed} {name} epoch {r.epoch}: train rollouts succeeded {r.success:.0%}")
         train_s = time.perf_counter() - started
         scores = await evaluate(rollouts, splits, f"{name}-")
     return {
@@ -455,7 +462,13 @@ def tables(res: dict) -> tuple[str, dict]:
         head,
         rule,
     ]
-    out: dict = {"success": {}, "reward": {}, "transfer": {}, "mixed_minus_specialist": {}}
+    out: dict = {
+        "success": {},
+        "reward": {},
+        "transfer": {},
+        "mixed_minus_specialist": {},
+        "env_normalize_minus_mixed": {},
+    }
     for name in students:
         won = {env: pooled(res, name, "success", env) for env in ENVS}
         cells = {env: wilson(int(sum(v)), len(v)) for env, v in won.items()}
@@ -504,11 +517,25 @@ def tables(res: dict) -> tuple[str, dict]:
             "|---|" + "---:|" * (len(ENVS) + (metric == "success")),
         ]
         out["mixed_minus_specialist"][metric] = {}
-        for name in trained[1:]:
+        for name in SPECIALISTS.values():
             d = difference(res, name, "mixed", metric)
             keys = [*ENVS, "mean"] if metric == "success" else list(ENVS)
             lines.append(f"| {name} | " + " | ".join(signed(d[k]) for k in keys) + " |")
             out["mixed_minus_specialist"][metric][name] = {k: asdict(d[k]) for k in keys}
+    lines += [
+        "",
+        "Per-environment advantage normalisation: mixed-env-normalize - mixed, paired over "
+        "(seed, task), bootstrap 95 %:",
+        "",
+        "| metric | " + " | ".join(ENVS) + " | mean |",
+        "|---|" + "---:|" * (len(ENVS) + 1),
+    ]
+    for metric in ("success", "reward"):
+        d = difference(res, "mixed", "mixed-env-normalize", metric)
+        keys = [*ENVS, "mean"] if metric == "success" else list(ENVS)
+        cells = [signed(d[k]) for k in keys] + ([] if metric == "success" else ["n/a"])
+        lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+        out["env_normalize_minus_mixed"][metric] = {k: asdict(d[k]) for k in keys}
     return "\n".join(lines), out
 
 
@@ -587,6 +614,12 @@ def findings(numbers: dict) -> list[str]:
             "across environments; at this budget the run does not show that multi-environment "
             "training beats single-environment training"
         )
+    n = {e: Interval(**x) for e, x in numbers["env_normalize_minus_mixed"]["success"].items()}
+    notes.append(
+        "Per-environment advantage normalisation (mixed-env-normalize - mixed, success): "
+        + "; ".join(f"{e} {signed(n[e])} ({way(n[e])})" for e in ENVS)
+        + f"; mean {signed(n['mean'])} ({way(n['mean'])})."
+    )
     notes.insert(0, f"Phase D/E answer at this budget: {answer}.")
     return notes
 
@@ -597,6 +630,7 @@ COLORS = {
     "shell-only": "tab:blue",
     "browser-only": "tab:orange",
     "orchestrator-only": "tab:green",
+    "mixed-env-normalize": "tab:red",
 }
 
 

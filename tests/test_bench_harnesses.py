@@ -143,7 +143,12 @@ def test_phase_de_quick_trains_every_student_on_the_same_budget_and_scores_all_t
     budget = res["settings"]["training_episodes_per_student"]
     assert budget > 0
     for run in res["runs"].values():
-        assert set(run) == {"untrained", "mixed", *(f"{e}-only" for e in envs)}
+        assert set(run) == {
+            "untrained",
+            "mixed",
+            "mixed-env-normalize",
+            *(f"{e}-only" for e in envs),
+        }
         for name, student in run.items():
             for env in envs:  # every student on every environment's held-out tasks
                 assert len(student["success"][env]) == len(res["heldout"][env]) > 0
@@ -152,13 +157,21 @@ def test_phase_de_quick_trains_every_student_on_the_same_budget_and_scores_all_t
             assert sum(student["trained"].values()) == budget  # the same budget for everyone
             # The comparison gate judged every epoch (reference runs are not training episodes).
             assert len(student["gate"]) == res["settings"]["epochs"]
-            if name == "mixed":
+            if name.startswith("mixed"):
                 assert all(student["trained"][env] > 0 for env in envs)
             else:
                 assert student["trained"] == {e: budget * (f"{e}-only" == name) for e in envs}
     assert "Phase D/E answer" in res["notes"][0]
-    for table in ("success", "reward", "transfer", "mixed_minus_specialist"):
+    for table in (
+        "success",
+        "reward",
+        "transfer",
+        "mixed_minus_specialist",
+        "env_normalize_minus_mixed",
+    ):
         assert table in res["tables"]
+    for run in res["runs"].values():  # the same tasks as the mixed student, other updates
+        assert run["mixed-env-normalize"]["trained"] == run["mixed"]["trained"]
 
 
 def _quick(
