@@ -70,6 +70,7 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # run as a script: `bench` importable
 
+import msgspec
 import torch
 from rich.console import Console
 
@@ -92,7 +93,7 @@ from bench._kernel import (
     shell_splits,
     train_one,
 )
-from contracts import Names, topology
+from contracts import BrowserTask, Names, topology
 from services.sites.main import build as build_sites
 from services.sites.settings import SitesSettings
 
@@ -234,7 +235,30 @@ async def splits(env: str, s: Settings, log: Callable[[str], None]) -> tuple[lis
     # The browser splits are half of each kind: ask for twice as many, keep one kind.
     train = [t for t in browser_split.generate(2 * s.train_tasks, 0, "train") if t.kind == kind]
     held = [t for t in browser_split.generate(2 * s.heldout_tasks, 0, "heldout") if t.kind == kind]
-    return train[: s.train_tasks], held[: s.heldout_tasks]
+    train = train[: s.train_tasks]
+    if kind == "miniwob":  # the oracle teachers' answer key, train split only
+        train = await solved(train, log)
+    return train, held[: s.heldout_tasks]
+
+
+async def solved(tasks: Sequence[BrowserTask], log: Callable[[str], None]) -> list[BrowserTask]:
+    """``tasks`` (MiniWoB++) with the oracle's path of each one's page computed in Chromium
+    (``BrowserHost.solve``): what the oracle and the noisy oracle judge the train rollouts by. A
+    task the oracle cannot solve keeps an empty path (the teacher does not judge it)."""
+    host = BrowserHost(BrowserRunnerSettings(nats_url="", screenshots=False))
+    out: list[BrowserTask] = []
+    try:
+        for t in tasks:
+            try:
+                path = await host.solve(t)
+            except Exception as exc:  # no oracle for it: the teacher leaves it alone
+                log(f"no oracle path for {t.task_id}: {str(exc)[:120]}")
+                path = []
+            out.append(msgspec.structs.replace(t, solution=path))
+    finally:
+        await host.aclose()
+    log(f"oracle paths computed for {sum(bool(t.solution) for t in out)} of {len(out)} tasks")
+    return out
 
 
 @contextlib.asynccontextmanager
@@ -475,11 +499,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path}")
         return 0
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--env", choices=ENVS, default=None)
-    pre.add_argument("--sweep", action="store_true")
-    pre.add_argument("--levers", action="store_true")
-    pre.add_argument("--variants", default=None)
-    pre.add_argument("--seeds", type=_common._seed_list, default=None)
+    pre.add_argument("--env", choices=ENVS, default=None, help="one environment (default: all)")
+    pre.add_argument(
+        "--sweep", action="store_true", help="the teacher-accuracy sweep (with --env shell)"
+    )
+    pre.add_argument(
+        "--levers", action="store_true", help="the levers of RL from reward (with --env shell)"
+    )
+    pre.add_argument(
+        "--variants", default=None, help="comma-separated variants of the run (default: all)"
+    )
+    pre.add_argument(
+        "--seeds",
+        type=_common._seed_list,
+        default=None,
+        help="comma-separated seeds instead of the settings' (the default results path gains "
+        "a -seeds-<list> suffix)",
+    )
+    pre.add_argument(
+        "--combine",
+        action="store_true",
+        help="no run: write learning_rl.md / .json from each variant's latest results",
+    )
     known, rest = pre.parse_known_args(argv)
     envs = (known.env,) if known.env else ENVS
     if known.sweep and known.levers:
@@ -506,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     if known.env and not (known.sweep or known.levers):
         name += f"-{known.env}"
     _, settings, out = _common.bench_args(
-        name, __doc__, "~2 min a variant", full=FULL, quick=QUICK, argv=rest
+        name, __doc__, "~2 min a variant", full=FULL, quick=QUICK, argv=rest, parents=[pre]
     )
     if known.seeds is not None:
         settings = {env: replace(x, seeds=known.seeds) for env, x in settings.items()}

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import msgspec
 import pytest
 import pytest_asyncio
 
@@ -19,7 +20,7 @@ from aios_rl.envs.browser.adapter import BrowserEnv, BrowserHost, BrowserRunnerS
 from aios_rl.envs.browser.flows import Record, generate, potential
 from aios_rl.stack.natsd import NatsServer
 from aios_rl.state import Objects
-from contracts import BROWSER_FLOWS, BrowserTask, Names, topology
+from contracts import BROWSER_FLOWS, BrowserTask, Names, StepDigest, TeacherRequest, topology
 from services.sites.main import build as build_sites
 from services.sites.settings import SitesSettings
 
@@ -110,6 +111,58 @@ async def test_a_replayed_prefix_gives_the_same_page(host: BrowserHost) -> None:
         finally:
             await first.close()
             await second.close()
+
+
+async def test_a_miniwob_task_is_one_page_whatever_the_jobs_seed(host: BrowserHost) -> None:
+    """The task's seed is the instance: a group's rollouts (jobs of other seeds) see one page."""
+    envs = [
+        await host.open(task("click-button", 4), seed=11, max_steps=5),
+        await host.open(task("click-button", 4), seed=12, max_steps=5),
+        await host.open(task("enter-text", 4), seed=11, max_steps=5),
+        await host.open(task("enter-text", 9), seed=11, max_steps=5),
+    ]
+    try:
+        button, again, text, other = envs
+        assert button.observation == again.observation and button.candidates == again.candidates
+        assert text.statement != other.statement  # another seed, another instance
+    finally:
+        for env in envs:
+            await env.close()
+
+
+async def test_the_oracle_judges_a_miniwob_episode_by_the_path_the_host_computed(
+    host: BrowserHost,
+) -> None:
+    """A MiniWoB++ task's answer key comes from Chromium (``BrowserHost.solve``): with it the
+    oracle teacher names the path's step where an episode left it; without it, it says nothing."""
+    from services.teacher_oracle.logic import judge_browser
+
+    bare = task("enter-password", 2)
+    path = await host.solve(bare)
+    assert path and all(step.split(" ", 1)[0] in ("click", "fill") for step in path), path
+    solved = msgspec.structs.replace(bare, solution=path)
+    env = await host.open(solved, seed=0, max_steps=4)
+    try:
+        expected = as_candidate(resolve_names(path[0], env._elements), env.candidates)
+        assert expected is not None, (path[0], env.candidates)
+        wrong = next(c for c in env.candidates if c != expected)
+        obs, offered = env.observation, env.candidates
+        await env.step(wrong)
+    finally:
+        await env.close()
+    req = TeacherRequest(
+        request_id="r",
+        episode_id="e",
+        environment="browser",
+        task_id=solved.task_id,
+        task_statement=env.statement,
+        steps=[StepDigest(index=0, observation=obs, action=wrong, candidates=offered)],
+        outcome="failure",
+    )
+    signal = judge_browser(req, solved)
+    assert [h.better_action for h in signal.hints] == [expected]
+    assert signal.verdict == "incorrect"
+    assert judge_browser(req, bare).verdict == "unsure"  # no path: not judged
 
 
 async def test_a_step_back_to_a_page_already_seen_costs_progress(host: BrowserHost) -> None:

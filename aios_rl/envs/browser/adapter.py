@@ -7,8 +7,11 @@ Two kinds of tasks:
 - ``site``: a flow on the ``sites`` service. The episode opens a server-side session
   (``sites.open``), browses it, and is judged by ``sites.result``: the server's record of what
   the agent achieved, read over NATS (the page cannot reach it), never the DOM.
-- ``miniwob``: a MiniWoB++ task from the ``miniwob`` package's pages, seeded, judged by the task's
-  own reward (:mod:`.miniwob`).
+- ``miniwob``: a MiniWoB++ task from the ``miniwob`` package's pages, seeded with the task's
+  ``seed`` (the task is one instance: every episode of it, whatever the job's seed, shows the same
+  page, as every episode of a site task shows the same site), judged by the task's own reward
+  (:mod:`.miniwob`). Its oracle path is not in the task as generated: :meth:`BrowserHost.solve`
+  computes it in Chromium.
 
 Each step also reports its progress (``progress``): on a site flow, the change of the session's
 potential, the sites service's measure of the flow's sub-goals reached
@@ -136,6 +139,26 @@ class BrowserHost:
                 self.log.warning("browser_relaunched", launches=self.launches)
             return self._browser
 
+    async def solve(self, task: BrowserTask) -> list[str]:
+        """The oracle's path for ``task`` (steps by element names, :mod:`.miniwob`'s grammar):
+        a site task's ``solution`` as generated; a MiniWoB++ task's computed in a fresh page of
+        this browser showing the task's instance (:func:`.miniwob.solve`). Raises
+        ``UnknownTaskError`` for a MiniWoB++ task without an oracle."""
+        if task.kind != "miniwob":
+            return list(task.solution)
+        from . import miniwob
+
+        browser = await self.browser()
+        context = await browser.new_context(
+            viewport={"width": 1024, "height": 768}, **miniwob.CONTEXT_OPTIONS
+        )
+        try:
+            page = await context.new_page()
+            await miniwob.start(page, task.flow, task.seed)
+            return await miniwob.solve(page, task.flow)
+        finally:
+            await context.close()
+
     def task_info(self, task: BrowserTask) -> dict[str, str]:
         return {
             "kind": task.kind,
@@ -204,6 +227,8 @@ class BrowserEnv:
         cost ``no_effect_cost``)."""
         self._seen: set[str] = set()
         """Digests of the observations of this episode so far."""
+        self._digest = ""
+        """The digest of the current observation."""
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -211,7 +236,7 @@ class BrowserEnv:
         if self.task.kind == "miniwob":
             from . import miniwob
 
-            self.statement = await miniwob.start(self.page, self.task.flow, self.seed)
+            self.statement = await miniwob.start(self.page, self.task.flow, self.task.seed)
         else:
             session = await self._sites(
                 "open", SiteOpen(episode_id=f"{self.task.task_id}-{self.seed}", task=self.task)
@@ -252,7 +277,7 @@ class BrowserEnv:
             return
         self.steps += 1
         self.progress = 0.0
-        self._seen.add(_digest(self._observation))
+        self._seen.add(self._digest)
         try:
             await self._act(parse(action))
             self.invalid_in_a_row = 0
@@ -262,7 +287,7 @@ class BrowserEnv:
         await self._settle()
         await self._observe()
         finished = await self._judge()
-        if _digest(self._observation) in self._seen:
+        if self._digest in self._seen:
             self.no_effect_steps += 1
             if self.settings.progress:
                 self.progress -= self.settings.no_effect_cost
@@ -347,6 +372,7 @@ class BrowserEnv:
         if self.task.kind == "miniwob":
             url = f"miniwob/{self.task.flow}"
         self._observation = observation(self.statement, url, self._elements)
+        self._digest = _digest(self._observation)
         offered = candidates(self.statement, self._elements)
         if self.task.kind == "miniwob":  # a task is one page: going back leaves it
             offered = [c for c in offered if c != "go back"]
