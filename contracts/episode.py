@@ -83,6 +83,10 @@ class TrajectoryStep(msgspec.Struct, frozen=True, kw_only=True):
     """Free text: the action's token ids as sampled (see ``ActResponse.token_ids``)."""
     token_logprobs: list[float] = []
     """Their log-probs under the sampler that wrote them (the rollout policy)."""
+    prompt_ids: list[int] = []
+    """Free text from a prompt the student did not render (an agent's own conversation): the
+    prompt's token ids as the engine read them, which the trainer scores the action after in
+    place of the student's rendering of ``observation``; empty otherwise."""
 
 
 class RewardBreakdown(msgspec.Struct, frozen=True, kw_only=True):

@@ -468,6 +468,45 @@ def test_free_text_reports_its_tokens_and_evaluate_scores_exactly_those(tokenize
 
 
 @needs_transformers
+def test_a_given_prompt_is_read_as_it_is_by_acting_scoring_and_training(tokenizer) -> None:
+    """An agent's own conversation reaches the student as token ids (``prompt_ids``): acting and
+    scoring read exactly those, whatever the observation says, and the trainer scores a step's
+    action after the step's ``prompt_ids``."""
+    m = student(tokenizer, max_new_tokens=5)
+    rendered = Decision("$ pytest -q\nFAILED test_clamp", seed=1)
+    ids = tuple(m.prompt_ids(rendered))
+    given = Decision("not what the prompt says", seed=1, prompt_ids=ids)
+    assert m.prompt_ids(given) == list(ids)
+    a, b = m.act([rendered], Regime(1.0))[0], m.act([given], Regime(1.0))[0]
+    assert a.token_ids == b.token_ids and b.token_logprobs == pytest.approx(a.token_logprobs)
+    shorter = Decision(rendered.observation, seed=1, prompt_ids=ids[2:])
+    ev = m.evaluate([given, shorter], [tuple(a.token_ids)] * 2)
+    assert ev.logprobs[0][ev.mask[0]].tolist() == pytest.approx(a.token_logprobs, abs=1e-5)
+    assert ev.logprobs[1][ev.mask[1]].tolist() != pytest.approx(a.token_logprobs, abs=1e-5)
+    with pytest.raises(StudentError, match="prompt token ids outside the vocabulary"):
+        m.prompt_ids(Decision("x", prompt_ids=(len(tokenizer) + 3,)))
+    with pytest.raises(StudentError, match="positions for the action"):
+        m.prompt_ids(Decision("x", prompt_ids=ids * 40))  # 256 positions in all
+    # The trainer: the step's prompt ids, not its observation, make the decision it scores.
+    step = TrajectoryStep(
+        index=0,
+        observation="not what the prompt says",
+        action=b.action,
+        token_ids=list(b.token_ids),
+        token_logprobs=list(b.token_logprobs),
+        prompt_ids=list(ids),
+    )
+    ep = Episode(
+        episode_id="agent", environment="shell", task_id="t", group_id="g",
+        trajectory=[step], env_reward=1.0, reward=1.0,
+    )  # fmt: skip
+    other = _token_episode(1, rendered, a, 0.0)
+    batch = build_batch([ep, other], config=UpdateConfig(), free_text=True)
+    (sample,) = [s for s in batch.policy if s.decision.observation == step.observation]
+    assert sample.decision.prompt_ids == ids and sample.token_level
+
+
+@needs_transformers
 def test_token_level_update_weighs_tokens_by_the_truncated_rollout_ratio(tokenizer) -> None:
     import copy
 

@@ -58,6 +58,11 @@ class Decision:
     candidates: tuple[str, ...] = ()
     seed: int | None = None
     """Seeds this decision's sampling; the same seed, weights and input give the same action."""
+    prompt_ids: tuple[int, ...] = ()
+    """The prompt's token ids as given, for a language-model student: read as they are instead
+    of the prompt the student renders from ``observation`` (an agent's own conversation, as an
+    inference engine read it). Students that read text (``tiny``, ``minilm``) read the
+    observation."""
 
 
 @dataclass(frozen=True)

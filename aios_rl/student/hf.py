@@ -273,13 +273,23 @@ class HFStudent(nn.Module):
         """Token ids of the prompt; the observation is cut to its head and tail when the prompt
         would pass ``max_prompt_tokens`` or leave too few of the model's positions for the
         longest candidate (or ``max_new_tokens``). Depends on the decision only, so acting and
-        evaluating see the same prompt."""
+        evaluating see the same prompt. A decision's own ``prompt_ids`` are the prompt as they
+        are (never cut: the action was written after exactly those); ``StudentError`` when they
+        leave no room for the action in the model's positions."""
         c = self.config
         reserve = (
             max(len(self._action_ids(x)) for x in d.candidates)
             if d.candidates
             else c.max_new_tokens + 1
         )
+        if d.prompt_ids:
+            given = list(self._checked_ids(d.prompt_ids, "prompt"))
+            if self.max_positions is not None and len(given) + reserve > self.max_positions:
+                raise StudentError(
+                    f"a given prompt of {len(given)} tokens leaves fewer than {reserve} of the "
+                    f"model's {self.max_positions} positions for the action"
+                )
+            return given
         block = ""
         if d.candidates:
             block = c.candidates_header + "".join(
@@ -721,11 +731,12 @@ class HFStudent(nn.Module):
             candidate_logprobs=candidate_logprobs,
         )
 
-    def _checked_ids(self, ids: Sequence[int]) -> tuple[int, ...]:
+    def _checked_ids(self, ids: Sequence[int], what: str = "action") -> tuple[int, ...]:
         vocab = int(self.lm.get_input_embeddings().weight.shape[0])
         out = tuple(int(t) for t in ids)
         if not all(0 <= t < vocab for t in out):
-            raise StudentError(f"action token ids outside the vocabulary of {vocab}: {out[:8]}")
+            bad = [t for t in out if not 0 <= t < vocab][:8]
+            raise StudentError(f"{what} token ids outside the vocabulary of {vocab}: {bad}")
         return out
 
     def prompt_ids(self, decision: Decision) -> list[int]:

@@ -182,7 +182,9 @@ def _decisions(
         out.append(
             (
                 step.index,
-                Decision(step.observation, tuple(step.candidates)),
+                Decision(
+                    step.observation, tuple(step.candidates), prompt_ids=tuple(step.prompt_ids)
+                ),
                 action,
                 step.logprob,
                 step.value or 0.0,
