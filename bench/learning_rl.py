@@ -461,6 +461,11 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
             if low is None
             else f"`rl_only_paired_ci_low` {low:+.3f}: " + ("met" if low > 0 else "**not met**")
         )
+        grpo = summary.get(env, {}).get("grpo", {}).get("paired_ci_low")
+        if grpo is not None:  # the other row that learns from the environment's reward alone
+            verdict += f"; GRPO alone (`grpo`, also reward only) {grpo:+.3f}: " + (
+                "above untrained beyond noise" if grpo > 0 else "not above untrained beyond noise"
+            )
         lines.append(f"- {env}: {verdict}")
     return "\n".join(lines) + "\n", {"title": lines[0][2:], "sources": sorted(results), **summary}
 

@@ -163,8 +163,9 @@ def test_learning_rl_combine_keeps_each_variants_latest_run_and_the_goal_per_env
     assert payload["shell"]["rl_only_paired_ci_low"] == 0.12
     assert payload["browser-miniwob"]["rl_only_paired_ci_low"] == -0.2
     assert "orchestrator" not in payload
-    assert "- shell: `rl_only_paired_ci_low` +0.120: met" in md
-    assert "- browser-miniwob: `rl_only_paired_ci_low` -0.200: **not met**" in md
+    assert "- shell: `rl_only_paired_ci_low` +0.120: met; GRPO alone" in md
+    assert "(`grpo`, also reward only) -0.100: not above untrained beyond noise" in md
+    assert "- browser-miniwob: `rl_only_paired_ci_low` -0.200: **not met**\n" in md
     assert "- orchestrator: not measured yet" in md
     assert "| shell | rl+oracle-distill | (not measured yet) |" in md
     assert "| 0.100 -> 0.300 |" in md  # the mean held-out reward, partial credit included
