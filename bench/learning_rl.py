@@ -22,7 +22,8 @@ held-out split before (untrained: the same weights for every variant of a seed) 
 teacher of accuracy 1.0 / 0.7 / 0.4 shaping the reward and distilled (both channels), and no
 teacher (``rl``: the recipe alone).
 
-``--levers`` (shell): what was tried to make reward alone generalise, at the same budget:
+``--levers`` (shell; on browser-sites, ``rl+typed-progress``: progress counting a right value as
+soon as it is typed, not once its form is sent): what was tried to make reward alone generalise, at the same budget:
 step-level credit from the environment's progress measure (``rl+progress``: the tests' state
 after each edit, ``progress_coef`` 1), episodes that offer each read once per state of the code
 (``/no-repeat-reads``: no loop of ``show`` or ``run the tests``), and both. ``--variants a,b``
@@ -50,6 +51,7 @@ Run from the repo root:
     .venv/bin/python bench/learning_rl.py --env shell        # one environment
     .venv/bin/python bench/learning_rl.py --env shell --sweep  # the teacher-accuracy sweep
     .venv/bin/python bench/learning_rl.py --env shell --levers # levers for reward alone
+    .venv/bin/python bench/learning_rl.py --env browser-sites --levers --variants rl+typed-progress
     .venv/bin/python bench/learning_rl.py --env shell --quick  # a smoke run (~2 min)
 """
 
@@ -116,6 +118,9 @@ class Variant:
     shell: tuple[tuple[str, Any], ...] = ()
     """Shell only: ``ShellEnvConfig`` fields of this variant's episodes (training and held-out
     alike, so its untrained score is measured on the same environment)."""
+    browser: tuple[tuple[str, Any], ...] = ()
+    """Browser only: ``BrowserRunnerSettings`` fields of this variant's runner (training and
+    held-out alike)."""
 
 
 NO_TEACHER = Teacher(accuracy=None)
@@ -169,6 +174,18 @@ LEVERS = {
     ),
 }
 """``--levers`` (shell): the levers tried against reward alone, at the same budget."""
+SITE_LEVERS = {
+    "rl": VARIANTS["rl"],
+    "rl+typed-progress": Variant(
+        "rl, its step-level progress counting a right value as soon as it is typed (the page's "
+        "unsent field values, progress_typed), not only once its form is sent",
+        NO_TEACHER,
+        progress=1.0,
+        trainer=RECIPE,
+        browser=(("progress_typed", True),),
+    ),
+}
+"""``--levers`` (browser-sites): the levers tried against reward alone, at the same budget."""
 SWEEP = {
     **{
         f"accuracy {a:g}": Variant(
@@ -262,9 +279,11 @@ async def solved(tasks: Sequence[BrowserTask], log: Callable[[str], None]) -> li
 
 
 @contextlib.asynccontextmanager
-async def hosts(env: str, tasks: Sequence[Task], workers: int) -> AsyncIterator[RolloutsFor]:
+async def hosts(
+    env: str, tasks: Sequence[Task], workers: int, browser: tuple[tuple[str, Any], ...] = ()
+) -> AsyncIterator[RolloutsFor]:
     """Rollouts for ``env``'s tasks: the shell sandbox, the orchestrator, or real Chromium with
-    the sites service on an embedded nats-server."""
+    the sites service on an embedded nats-server (``browser``: other runner settings)."""
     if env == "shell":
         yield shell_rollouts(tasks, workers)  # type: ignore[arg-type]
         return
@@ -277,7 +296,9 @@ async def hosts(env: str, tasks: Sequence[Task], workers: int) -> AsyncIterator[
             await provision(bus, topology(names))
             sites, _ = build_sites(bus, SitesSettings(port=0))
             host = BrowserHost(
-                BrowserRunnerSettings(nats_url="", screenshots=False, action_timeout_s=1)
+                BrowserRunnerSettings(
+                    nats_url="", screenshots=False, action_timeout_s=1, **dict(browser)
+                )
             )
             host.attach(bus)
             async with _common.running(sites):
@@ -285,6 +306,21 @@ async def hosts(env: str, tasks: Sequence[Task], workers: int) -> AsyncIterator[
                     yield on_host(host, "browser", tasks, workers)
                 finally:
                     await host.aclose()
+
+
+@contextlib.asynccontextmanager
+async def own_rollouts(
+    env: str, v: Variant, shared: RolloutsFor, tasks: Sequence[Task], workers: int
+) -> AsyncIterator[RolloutsFor]:
+    """The rollouts of variant ``v``: its own environment when it changes one (shell episode
+    config, browser runner settings), else ``shared``."""
+    if env == "shell" and v.shell:
+        yield shell_rollouts(tasks, workers, ShellEnvConfig(**dict(v.shell)))  # type: ignore[arg-type]
+    elif env.startswith("browser") and v.browser:
+        async with hosts(env, tasks, workers, v.browser) as own:
+            yield own
+    else:
+        yield shared
 
 
 async def measure(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, dict]]:
@@ -299,26 +335,25 @@ async def measure(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str,
         async with hosts(env, [*train, *heldout], s.workers) as rollouts_for:
             for name, v in plan.variants.items():
                 out[env][name] = {}
-                here = rollouts_for
-                if env == "shell" and v.shell:
-                    config = ShellEnvConfig(**dict(v.shell))
-                    here = shell_rollouts([*train, *heldout], s.workers, config)
-                for seed in s.seeds:
-                    out[env][name][str(seed)] = await train_one(
-                        seed,
-                        s if v.temperature is None else replace(s, temperature=v.temperature),
-                        train,
-                        heldout,
-                        here,
-                        lambda line, e=env, n=name: log(f"{e} {n}: {line}"),
-                        trainer={
-                            "distill_coef": v.distill,
-                            "progress_coef": v.progress,
-                            **dict(v.trainer),
-                        },
-                        teacher=v.teacher,
-                        gate=True,
-                    )
+                async with own_rollouts(
+                    env, v, rollouts_for, [*train, *heldout], s.workers
+                ) as here:
+                    for seed in s.seeds:
+                        out[env][name][str(seed)] = await train_one(
+                            seed,
+                            s if v.temperature is None else replace(s, temperature=v.temperature),
+                            train,
+                            heldout,
+                            here,
+                            lambda line, e=env, n=name: log(f"{e} {n}: {line}"),
+                            trainer={
+                                "distill_coef": v.distill,
+                                "progress_coef": v.progress,
+                                **dict(v.trainer),
+                            },
+                            teacher=v.teacher,
+                            gate=True,
+                        )
     return out
 
 
@@ -509,7 +544,9 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep", action="store_true", help="the teacher-accuracy sweep (with --env shell)"
     )
     pre.add_argument(
-        "--levers", action="store_true", help="the levers of RL from reward (with --env shell)"
+        "--levers",
+        action="store_true",
+        help="the levers of RL from reward (with --env shell or --env browser-sites)",
     )
     pre.add_argument(
         "--variants", default=None, help="comma-separated variants of the run (default: all)"
@@ -530,9 +567,14 @@ def main(argv: list[str] | None = None) -> int:
     envs = (known.env,) if known.env else ENVS
     if known.sweep and known.levers:
         raise SystemExit("--sweep and --levers are two runs: choose one")
-    if (known.sweep or known.levers) and envs != ("shell",):
-        raise SystemExit(f"--{'sweep' if known.sweep else 'levers'} runs on shell: add --env shell")
-    variants = SWEEP if known.sweep else LEVERS if known.levers else VARIANTS
+    if known.sweep and envs != ("shell",):
+        raise SystemExit("--sweep runs on shell: add --env shell")
+    if known.levers and envs not in (("shell",), ("browser-sites",)):
+        raise SystemExit(
+            "--levers runs on shell or browser-sites: add --env shell or --env browser-sites"
+        )
+    levers = SITE_LEVERS if envs == ("browser-sites",) else LEVERS
+    variants = SWEEP if known.sweep else levers if known.levers else VARIANTS
     if known.variants is not None:
         asked = [v.strip() for v in known.variants.split(",") if v.strip()]
         unknown = [v for v in asked if v not in variants]
@@ -549,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         if known.levers
         else "learning_rl"
     )
-    if known.env and not (known.sweep or known.levers):
+    if known.env and not known.sweep and not (known.levers and known.env == "shell"):
         name += f"-{known.env}"
     _, settings, out = _common.bench_args(
         name, __doc__, "~2 min a variant", full=FULL, quick=QUICK, argv=rest, parents=[pre]

@@ -79,6 +79,11 @@ class SiteResultRequest(Message, frozen=True, kw_only=True):
     SCHEMA = "site_result_request.v1"
 
     session: str
+    typed: dict[str, str] | None = None
+    """The values the page's form fields hold now, not yet sent (field name -> value,
+    checkboxes ``on`` / ``off``), when the runner measures progress that way: the answer's
+    ``potential`` then counts a right value as soon as it is typed. Never judged: ``done``,
+    ``outcome`` and ``reward`` read only what the site received."""
 
 
 class SiteResult(Message, frozen=True, kw_only=True):

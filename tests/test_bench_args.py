@@ -111,7 +111,13 @@ def test_an_lm_run_of_one_environment_keeps_the_others_measured_before(tmp_path:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--levers"], "--levers runs on shell: add --env shell"),
+        (["--levers"], "--levers runs on shell or browser-sites"),
+        (["--env", "orchestrator", "--levers"], "--levers runs on shell or browser-sites"),
+        (["--env", "browser-sites", "--sweep"], "--sweep runs on shell: add --env shell"),
+        (
+            ["--env", "browser-sites", "--levers", "--variants", "rl/no-repeat-reads"],
+            "--variants: unknown rl/no-repeat-reads; choose from rl, rl+typed-progress",
+        ),
         (["--env", "shell", "--levers", "--sweep"], "--sweep and --levers are two runs"),
         (["--env", "shell", "--levers", "--variants", "rl,nope"], "--variants: unknown nope;"),
         (["--combine", "--env", "shell"], "--combine takes no other argument"),

@@ -271,6 +271,35 @@ async def test_the_oracle_solves_every_flow_through_the_environment(sites: Sites
     assert solved >= 0.95 * len(tasks), {k: o for k, o in outcomes.items() if o != "success"}
 
 
+async def test_progress_can_count_a_right_value_as_soon_as_it_is_typed(sites: Sites) -> None:
+    # progress_typed: the runner sends the page's unsent field values with each result request,
+    # so the oracle's fills earn progress before the form is sent; without it they earn none.
+    t = next(t for t in generate(12, 5, "train") if t.flow in ("form", "auth"))
+    typed_host = BrowserHost(
+        BrowserRunnerSettings(
+            nats_url="", screenshots=False, action_timeout_s=1, progress_typed=True
+        )
+    )
+    typed_host.attach(sites.bus)
+    try:
+        runs = {}
+        for name, host in (("sent", sites.host), ("typed", typed_host)):
+            progress: list[float] = []
+            env, taken = await site_oracle(host, t, progress=progress)
+            try:
+                assert env.done and env.result().outcome == "success", (name, taken)
+                fills = [p for a, p in zip(taken, progress, strict=True) if a.startswith("fill")]
+                runs[name] = (fills, sum(progress))
+            finally:
+                await env.close()
+        assert runs["typed"][0] and all(p > 0 for p in runs["typed"][0]), runs
+        assert all(p <= 0 for p in runs["sent"][0]), runs
+        # Either way the steps add up to the reward less where the session started.
+        assert runs["typed"][1] == pytest.approx(runs["sent"][1])
+    finally:
+        await typed_host.aclose()
+
+
 async def test_a_random_policy_fails_the_flows_and_leaves_a_screenshot(sites: Sites) -> None:
     rng = random.Random(1)
     tasks = generate(10, 4, "train")

@@ -324,6 +324,53 @@ def test_potential_rises_with_each_sub_goal_and_is_the_reward_once_done() -> Non
     assert ladder == sorted(set(ladder)) and ladder[-1] == 1.0
 
 
+def test_values_typed_but_not_sent_count_as_progress_when_given_and_never_as_reward() -> None:
+    # form: a right value typed rises the potential as if it had been sent; a wrong one does not.
+    form = make_task("form", "signup", 2)
+    keys = {f.key: f.step for f in logic.fields_of(form.params)}
+    first = {k: v for k, v in form.goal.items() if keys[k] == 1}
+    rec = Record(dismissed={"cookies", "newsletter"})
+    bare = potential(form, rec)
+    assert potential(form, rec, typed={}) == bare  # nothing typed: as without the reading
+    assert potential(form, rec, typed={k: "x" for k in first}) == bare
+    assert potential(form, rec, typed={"q": "anything"}) == bare  # not a field of the goal
+    typed = potential(form, rec, typed=first)
+    assert typed > bare
+    assert typed == potential(form, Record(dismissed=rec.dismissed, drafts={1: first}))
+    # What the page holds is the latest: a right value sent, then typed over wrong, is gone.
+    sent = Record(dismissed=rec.dismissed, drafts={1: first})
+    assert potential(form, sent, typed={k: "x" for k in first}) == bare
+    # The judgement reads only what the site received.
+    v = judge(form, rec, typed=first)
+    assert (v.done, v.reward, v.potential) == (False, 0.0, typed)
+    assert judge(form, rec).potential == bare
+
+    # auth: the account name and the password typed right are worth part of signing in.
+    auth = make_task("auth", "classic", 1)
+    user, password = auth.params["user"], auth.params["password"]
+    ladder = [
+        potential(auth, Record(), typed=t)
+        for t in ({}, {"user": user}, {"user": user, "password": password})
+    ]
+    assert ladder == sorted(set(ladder))
+    assert potential(auth, Record(), typed={"user": user, "password": "wrong"}) == ladder[1]
+    assert ladder[-1] < potential(auth, Record(logged_in=True))
+    assert potential(auth, Record(), typed={"user": user, "password": password}) != 0.0
+    assert judge(auth, Record(), typed={"user": user, "password": password}).reward == 0.0
+
+    # combo: delivery details typed count once the cart holds the product (as sent ones do).
+    combo = make_task("combo", "login_first", 3)
+    wanted = json.loads(combo.goal["delivery"])
+    _, _, gopts, _ = shop_goal(combo.goal)
+    right = next(p for p in products_of(combo.params) if webshop_reward(combo.goal, p, gopts) == 1)
+    carted = Record(logged_in=True, cart=CartLine(right.id, gopts))
+    assert potential(combo, carted, typed=wanted) > potential(combo, carted)
+    assert potential(combo, carted, typed=wanted) == potential(
+        combo, Record(logged_in=True, cart=carted.cart, delivery_draft=wanted)
+    )
+    assert potential(combo, Record(), typed=wanted) == potential(combo, Record())
+
+
 # -- the session logic ----------------------------------------------------------------------------
 
 

@@ -59,8 +59,8 @@ def stats(state: SitesState) -> dict[str, float]:
     }
 
 
-def _result(s: Session, **info: str) -> SiteResult:
-    v = judge(s.task, s.record)
+def _result(s: Session, typed: dict[str, str] | None = None, **info: str) -> SiteResult:
+    v = judge(s.task, s.record, typed)
     return SiteResult(
         session=s.token,
         done=v.done,
@@ -117,7 +117,7 @@ def result(state: SitesState, *, clock: Clock = time.monotonic):
         if s is None:
             raise PermanentError("no such session: never opened, closed, or expired")
         state.results += 1
-        return _result(s)
+        return _result(s, req.typed)
 
     return answer
 

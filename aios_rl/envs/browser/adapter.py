@@ -93,6 +93,11 @@ class BrowserRunnerSettings(RunnerSettings):
     """Measure each step's progress: on a site flow the change of the session's potential (the
     sites service's record of the sub-goals reached, ``SiteResult.potential``), on any task
     less ``no_effect_cost`` for a step after which the page reads as it already did."""
+    progress_typed: bool = False
+    """Site flows, ``progress`` on: count the values the page's form fields hold now, not yet
+    sent, in the session's potential (``SiteResultRequest.typed``), so typing a right value is
+    progress at once; off, a value counts only once its form is sent. The reward never reads
+    them."""
     no_effect_cost: float = 0.1
     """What a wasted step costs in progress: one after which the page reads as it already did
     in this episode (the same observation as before the step: a scroll with nowhere to go, a
@@ -100,6 +105,17 @@ class BrowserRunnerSettings(RunnerSettings):
     field with one value, then another, then the first again)."""
 
 
+_TYPED_JS = """() => {
+  const out = {};
+  for (const e of document.querySelectorAll('form input[name], form select[name], form textarea[name]')) {
+    if (e.type === 'hidden' || e.type === 'submit' || e.type === 'button') continue;
+    if (e.type === 'checkbox') out[e.name] = e.checked ? 'on' : 'off';
+    else if (e.type === 'radio') { if (e.checked) out[e.name] = e.value; }
+    else out[e.name] = e.value;
+  }
+  return out;
+}"""
+"""The page's form field values by name (what ``progress_typed`` counts)."""
 _FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
 _IDLE_JS = "() => !document.querySelector('[aria-busy=\"true\"]')"
 
@@ -246,7 +262,7 @@ class BrowserEnv:
             self.prefix = f"/e/{session.session}"
             await self.page.goto(session.url, wait_until="load")
             if self.settings.progress:
-                res = await self._sites("result", SiteResultRequest(session=self.session))
+                res = await self._sites("result", await self._result_request())
                 self._potential = res.potential
         await self._observe()
 
@@ -379,6 +395,18 @@ class BrowserEnv:
         self._candidates = offered
 
     # -- judging ------------------------------------------------------------------------------------
+    async def _result_request(self) -> SiteResultRequest:
+        """The session's result request, with the page's unsent field values when progress
+        counts them (``progress_typed``; best effort: a page that cannot be read sends none)."""
+        typed = None
+        if self.settings.progress and self.settings.progress_typed:
+            try:
+                raw = await self.page.evaluate(_TYPED_JS)
+                typed = {str(k)[:100]: str(v)[:200] for k, v in dict(raw).items()}
+            except Exception as exc:  # a page mid-navigation: potential from sent values
+                self.host.log.debug("typed_values_not_read", error=repr(exc)[:200])
+        return SiteResultRequest(session=self.session, typed=typed)
+
     async def _judge(self) -> tuple[str, float, dict[str, str]] | None:
         """(outcome, reward, info) once the task says it is done, else ``None``."""
         if self.task.kind == "miniwob":
@@ -397,7 +425,7 @@ class BrowserEnv:
             # worse policy).
             outcome = "success" if raw >= 1 else "partial" if raw > 0 else "failure"
             return (outcome, max(0.0, min(1.0, raw)), {"raw_reward": str(raw)})
-        res = await self._sites("result", SiteResultRequest(session=self.session))
+        res = await self._sites("result", await self._result_request())
         assert isinstance(res, SiteResult)
         self.events = [*self.events[-20:], *res.events[-20:]]
         if self.settings.progress:

@@ -557,11 +557,12 @@ _JUDGES: dict[str, Callable[[BrowserTask, Record], Verdict]] = {
 }
 
 
-def judge(task: BrowserTask, rec: Record) -> Verdict:
+def judge(task: BrowserTask, rec: Record, typed: Mapping[str, str] | None = None) -> Verdict:
     """Judge ``rec`` against ``task``'s hidden goal (rules in the module docstring), with the
-    session's :func:`potential`."""
+    session's :func:`potential` (counting ``typed``, the page's unsent field values, if given;
+    the judgement never does)."""
     v = _JUDGES[task.flow](task, rec)
-    return dataclasses.replace(v, potential=potential(task, rec, v))
+    return dataclasses.replace(v, potential=potential(task, rec, v, typed))
 
 
 # -- progress: how far along the flow a session is ------------------------------------------------
@@ -587,15 +588,45 @@ def _best_viewed(task: BrowserTask, rec: Record) -> float:
     )
 
 
-def _core(task: BrowserTask, rec: Record) -> float:
-    """An unfinished session's sub-goals reached, in [0, 1], flow by flow."""
+TYPED_CREDENTIALS = 0.2
+"""Of an auth session's sub-goals (signed in: 1), the part for the account name and the password
+typed right into the sign-in form, not yet sent (``typed`` given); on combo, the same part of its
+share for signing in."""
+
+
+def _typed_credentials(p: Mapping[str, str], rec: Record, typed: Mapping[str, str] | None) -> float:
+    """The share of the sign-in form's fields holding the right value now (``typed``; the
+    account already named on a two-step sign-in counts as typed)."""
+    if typed is None:
+        return 0.0
+    named = rec.pending_user == p["user"] and bool(p.get("next_label"))
+    user = named or typed.get("user", "").strip() == p["user"]
+    return (user + (typed.get("password", "") == p["password"])) / 2
+
+
+def _with_typed(
+    sent: Mapping[str, str], typed: Mapping[str, str] | None, keys: Iterable[str]
+) -> dict[str, str]:
+    """``sent`` with the page's unsent values of ``keys`` over it (the page shows a form's sent
+    values back, so what it holds now is the latest)."""
+    out = dict(sent)
+    if typed:
+        out.update({k: typed[k] for k in keys if k in typed})
+    return out
+
+
+def _core(task: BrowserTask, rec: Record, typed: Mapping[str, str] | None = None) -> float:
+    """An unfinished session's sub-goals reached, in [0, 1], flow by flow (``typed``: the
+    page's unsent field values, counted where a flow's goal names the field)."""
     p = task.params
     if task.flow == "auth":
         if rec.logged_in:
             return 1.0
-        return 0.3 if p.get("next_label") and rec.pending_user == p["user"] else 0.0
+        pending = 0.3 if p.get("next_label") and rec.pending_user == p["user"] else 0.0
+        return pending + TYPED_CREDENTIALS * _typed_credentials(p, rec, typed)
     if task.flow == "form":
         drafts = {k: v for n in sorted(rec.drafts) for k, v in rec.drafts[n].items()}
+        drafts = _with_typed(drafts, typed, task.goal)
         steps = len(json.loads(p["steps"]))
         return 0.5 * _right_share(drafts, task.goal) + 0.5 * len(rec.passed) / steps
     if task.flow == "scroll":
@@ -612,17 +643,29 @@ def _core(task: BrowserTask, rec: Record) -> float:
         cart = webshop_reward(task.goal, product, rec.cart.options) if product else 0.0
     if task.flow == "shop":
         return 0.4 * viewed + 0.6 * cart
-    delivery = _right_share(rec.delivery_draft, json.loads(task.goal["delivery"]))
-    return 0.2 * rec.logged_in + 0.2 * viewed + 0.3 * cart + 0.3 * delivery * bool(rec.cart)
+    wanted = json.loads(task.goal["delivery"])
+    delivery = _right_share(_with_typed(rec.delivery_draft, typed, wanted), wanted)
+    signed = 1.0 if rec.logged_in else TYPED_CREDENTIALS * _typed_credentials(p, rec, typed)
+    return 0.2 * signed + 0.2 * viewed + 0.3 * cart + 0.3 * delivery * bool(rec.cart)
 
 
-def potential(task: BrowserTask, rec: Record, verdict: Verdict | None = None) -> float:
+def potential(
+    task: BrowserTask,
+    rec: Record,
+    verdict: Verdict | None = None,
+    typed: Mapping[str, str] | None = None,
+) -> float:
     """How far along ``task``'s flow the session recorded in ``rec`` is, in [0, 1]: a finished
     session's reward; an unfinished one's ``PRE_DONE`` x (``DISTRACTORS_SHARE`` x the share of
     its distractors dismissed + the rest x the flow's sub-goals reached: signed in, or the
     right account named on a two-step sign-in; form fields typed as asked and steps passed;
     chunks of the list loaded towards the target, less for wrong items opened; the best
     product page shown for the goal, what the cart holds, the delivery details).
+
+    ``typed``: the values the page's form fields hold now, not yet sent (field name -> value,
+    checkboxes ``on`` / ``off``), read by the runner when it measures progress that way: a
+    right value typed then counts at once (sign-in fields, the form's fields, the delivery
+    details), where without it only sent values do. The judgement never reads them.
 
     The change of it from step to step is the browser environment's progress measure: it sums
     to the final reward less the start's, so going round in circles earns nothing."""
@@ -632,7 +675,7 @@ def potential(task: BrowserTask, rec: Record, verdict: Verdict | None = None) ->
     present = {"cookies"} if task.params.get("banner") else set()
     present |= {"newsletter"} if task.params.get("modal") else set()
     dismissed = len(present & rec.dismissed) / len(present) if present else 1.0
-    core = max(0.0, min(1.0, _core(task, rec)))
+    core = max(0.0, min(1.0, _core(task, rec, typed)))
     return PRE_DONE * (DISTRACTORS_SHARE * dismissed + (1 - DISTRACTORS_SHARE) * core)
 
 
