@@ -164,10 +164,7 @@ class BrowserHost:
             return list(task.solution)
         from . import miniwob
 
-        browser = await self.browser()
-        context = await browser.new_context(
-            viewport={"width": 1024, "height": 768}, **miniwob.CONTEXT_OPTIONS
-        )
+        context = await self._new_context()
         try:
             page = await context.new_page()
             await miniwob.start(page, task.flow, task.seed)
@@ -184,14 +181,20 @@ class BrowserHost:
             "task_statement": task.statement,
         }
 
-    async def open(self, task: BrowserTask, *, seed: int, max_steps: int) -> BrowserEnv:
-        browser = await self.browser()
+    async def _new_context(self) -> Any:
+        """A fresh context of the running browser: the viewport and options every page of an
+        episode (or of the oracle's solving) is seen through."""
         from . import miniwob
 
+        browser = await self.browser()
         context = await browser.new_context(
             viewport={"width": 1024, "height": 768}, **miniwob.CONTEXT_OPTIONS
         )
         context.set_default_timeout(self.settings.action_timeout_s * 1000)
+        return context
+
+    async def open(self, task: BrowserTask, *, seed: int, max_steps: int) -> BrowserEnv:
+        context = await self._new_context()
         env = BrowserEnv(self, task, context, seed=seed, max_steps=max_steps)
         try:
             await env.start()
