@@ -23,6 +23,7 @@ __all__ = [
     "ControlSnapshot",
     "ControlState",
     "EnvEpochStats",
+    "EnvironmentRecipe",
     "EpochArrivals",
     "EpochRecord",
     "GatewaySettings",
@@ -36,6 +37,15 @@ __all__ = [
     "StopCampaign",
     "TrainerSettings",
 ]
+
+
+class EnvironmentRecipe(msgspec.Struct, frozen=True, kw_only=True):
+    """One environment's own way of learning from reward in a campaign: each field set here
+    replaces the campaign's (``TrainerSettings``) for that environment's episodes; ``None``
+    keeps it."""
+
+    self_imitation: bool | None = None
+    progress_coef: float | None = None
 
 
 class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,6 +89,10 @@ class TrainerSettings(msgspec.Struct, frozen=True, kw_only=True):
     (``TrajectoryStep.progress``: shell measures it by re-running the tests after each edit):
     each step's advantage gets this times its progress on top of its episode's. Environment
     reward, not a teacher's. 0: every step shares its episode's credit."""
+    by_environment: dict[str, EnvironmentRecipe] = {}
+    """Per environment (its name), what replaces ``self_imitation`` and ``progress_coef`` for
+    its episodes: what learns from reward differs between environments (measured in
+    ``bench/results/learning_rl.md``)."""
     entropy_coef: float = 0.0
     warm_optimizer: bool = False
     """Keep Adam's moments from one update to the next, when an update starts from the weights

@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from rich.console import Console
 
@@ -48,6 +49,7 @@ from contracts import (
     ActResponse,
     CampaignSpec,
     CampaignState,
+    EnvironmentRecipe,
     EpochRecord,
     GatewaySettings,
     Names,
@@ -137,6 +139,7 @@ def test_every_signal_a_student_learns_from_is_named() -> None:
         "hint_distillation": "off",
         "self_imitation": "off",
         "step_progress": "off",
+        "per_environment": "none",
     }
     distilled = TrainerSettings(distill_coef=0.5)
     assert learning_signals(distilled, "noisy-oracle")["hint_distillation"] == (
@@ -153,6 +156,29 @@ def test_every_signal_a_student_learns_from_is_named() -> None:
         "off; self-imitation: weight 0.5 (its own successes); step progress: weight 1 (the "
         "environment's)"
     )
+    own = msgspec.structs.replace(
+        recipe,
+        by_environment={
+            "browser": EnvironmentRecipe(self_imitation=False, progress_coef=0.0),
+            "shell": EnvironmentRecipe(progress_coef=0.5),
+        },
+    )
+    assert learning_signals(own, "none")["per_environment"] == (
+        "browser: GRPO alone; shell: self-imitation on, step progress 0.5"
+    )
+    assert signals_line(own, "none").endswith(
+        "; per environment: browser: GRPO alone; shell: self-imitation on, step progress 0.5"
+    )
+
+
+@pytest.mark.parametrize("value", ["browser", "browser=ppo", "=grpo"])
+def test_a_bad_env_recipe_is_a_one_line_error(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse("train", "--env-recipe", value)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{value!r} is not ENV=grpo or ENV=recipe" in err
 
 
 def test_defaults_and_the_data_dir_alias(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,6 +193,11 @@ def test_defaults_and_the_data_dir_alias(monkeypatch: pytest.MonkeyPatch) -> Non
     assert not spec.trainer.env_normalize
     off = campaign_spec(parse("train", "--no-self-imitation", "--progress-coef", "0"), "c", {})
     assert (off.trainer.self_imitation, off.trainer.progress_coef) == (False, 0.0)
+    # Browser episodes learn by GRPO alone unless asked (measured better on MiniWoB++).
+    grpo = EnvironmentRecipe(self_imitation=False, progress_coef=0.0)
+    assert spec.trainer.by_environment == {"browser": grpo}
+    mixed = parse("train", "--env-recipe", "browser=recipe", "--env-recipe", "shell=grpo")
+    assert campaign_spec(mixed, "c", {}).trainer.by_environment == {"shell": grpo}
     assert embedded_options(args) == {"service_args": {}, "scale": {}}
     assert teacher_needs(args) == set()
     monkeypatch.setenv("AIOS_STORE", "from-env")

@@ -27,12 +27,20 @@ from aios_rl.student.train import (
     OptimizerMemory,
     UpdateConfig,
     build_batch,
+    recipe_for,
     reward_signal,
     train_step,
     update,
     update_config,
 )
-from contracts import Episode, TeacherHint, TeacherSignal, TrainerSettings, TrajectoryStep
+from contracts import (
+    EnvironmentRecipe,
+    Episode,
+    TeacherHint,
+    TeacherSignal,
+    TrainerSettings,
+    TrajectoryStep,
+)
 
 from .toytask import ToyTask
 
@@ -416,6 +424,39 @@ def test_self_imitation_clones_only_the_updates_own_successes() -> None:
     won2 = msgspec.structs.replace(won, trajectory=[wasted, kept], episode_id="w2")
     batch = build_batch([won2, lost], config=UpdateConfig(self_imitation=True))
     assert [(d.observation, i) for d, i in batch.imitate] == [("state", 1)]
+
+
+def test_each_environment_can_learn_from_reward_its_own_way() -> None:
+    # The campaign's recipe (self-imitation, step progress) for shell; browser's own: neither.
+    def pair(env: str) -> list[Episode]:
+        won, lost = (
+            _two_step_episode(r, p, env) for r, p in ((1.0, (1.0, 0.0)), (0.0, (-0.5, 0.0)))
+        )
+        return [
+            msgspec.structs.replace(e, environment=env, episode_id=f"{env}-{e.episode_id}",
+                                    outcome="success" if e.env_reward else "failure")
+            for e in (won, lost)
+        ]  # fmt: skip
+
+    episodes = [*pair("shell"), *pair("browser")]
+    recipe = UpdateConfig(self_imitation=True, progress_coef=0.5)
+    own = dataclasses.replace(
+        recipe, by_environment={"browser": EnvironmentRecipe(self_imitation=False, progress_coef=0)}
+    )
+    assert recipe_for(own, "shell") == (True, 0.5) and recipe_for(own, "browser") == (False, 0)
+    assert recipe_for(own, "orchestrator") == (True, 0.5)  # no recipe of its own: the campaign's
+    both, split = build_batch(episodes, config=recipe), build_batch(episodes, config=own)
+    plain = build_batch(episodes, config=UpdateConfig())
+    # shell's samples are the recipe's either way; browser's are plain GRPO's.
+    adv = [[s.advantage for s in b.policy] for b in (both, split, plain)]
+    assert adv[1][:4] == adv[0][:4] and adv[1][4:] == adv[2][4:] and adv[0][4:] != adv[2][4:]
+    assert {d.observation for d, _ in both.imitate} == {"state 0", "state 1"}
+    assert len(split.imitate) == len(both.imitate) / 2  # only shell's success is copied
+    half = dataclasses.replace(own, by_environment={"browser": EnvironmentRecipe(progress_coef=0)})
+    assert recipe_for(half, "browser") == (True, 0)  # a field left None keeps the campaign's
+    # The trainer settings carry it to the update.
+    settings = TrainerSettings(by_environment={"browser": EnvironmentRecipe(self_imitation=False)})
+    assert recipe_for(update_config(settings), "browser") == (False, 0.0)
 
 
 def _hinted_batch_parts() -> tuple[Episode, Episode, Episode]:

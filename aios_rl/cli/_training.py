@@ -24,7 +24,7 @@ from ..bus import Bus
 from ..stack.services import by_name
 from ..state.checkpoints import CheckpointRegistry
 from ..state.control import ControlStore
-from ._common import CliError, branching_spec
+from ._common import CliError, branching_spec, env_recipes
 
 __all__ = [
     "ServiceFlag",
@@ -194,6 +194,7 @@ def campaign_spec(
             warm_optimizer=getattr(args, "warm_optimizer", False),
             env_normalize=getattr(args, "env_normalize", False),
             progress_coef=getattr(args, "progress_coef", 0.0),
+            by_environment=env_recipes(getattr(args, "env_recipe", None)),
             seed=args.seed,
         ),
         **branching_spec(args),  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from contracts import EpochRecord, TrainerSettings
+from contracts import EnvironmentRecipe, EpochRecord, TrainerSettings
 
 __all__ = [
     "contrast",
@@ -28,7 +28,8 @@ def learning_signals(trainer: TrainerSettings, teacher: str) -> dict[str, str]:
     the gateway's backend; ``none``: no teacher), distillation of the teacher's hints (the
     trainer's ``distill_coef``; off by default), imitation of the student's own successful
     rollouts (``self_imitation``) and step-level credit from the environment's progress
-    measure (``progress_coef``); the last two are reward signals, off by default."""
+    measure (``progress_coef``), reward signals both; ``per_environment``, the environments
+    whose own recipe replaces those two (``by_environment``)."""
     label = teacher if teacher not in KNOWS_ANSWERS else f"{teacher}, which knows the answers"
     taught = teacher not in ("", "none")
     return {
@@ -49,7 +50,21 @@ def learning_signals(trainer: TrainerSettings, teacher: str) -> dict[str, str]:
             if trainer.progress_coef > 0
             else "off"
         ),
+        "per_environment": "; ".join(
+            f"{env}: {_recipe_words(trainer, r)}"
+            for env, r in sorted(trainer.by_environment.items())
+        )
+        or "none",
     }
+
+
+def _recipe_words(trainer: TrainerSettings, r: EnvironmentRecipe) -> str:
+    si = trainer.self_imitation if r.self_imitation is None else r.self_imitation
+    pc = trainer.progress_coef if r.progress_coef is None else r.progress_coef
+    if not si and pc == 0:
+        return "GRPO alone"
+    parts = [f"self-imitation {'on' if si else 'off'}", f"step progress {pc:g}"]
+    return ", ".join(parts)
 
 
 def signals_line(trainer: TrainerSettings, teacher: str) -> str:
@@ -57,8 +72,12 @@ def signals_line(trainer: TrainerSettings, teacher: str) -> str:
     s = learning_signals(trainer, teacher)
     extra = "".join(
         f"; {name}: {s[key]}"
-        for key, name in (("self_imitation", "self-imitation"), ("step_progress", "step progress"))
-        if s[key] != "off"
+        for key, name in (
+            ("self_imitation", "self-imitation"),
+            ("step_progress", "step progress"),
+            ("per_environment", "per environment"),
+        )
+        if s[key] not in ("off", "none")
     )
     return (
         f"learns from: environment reward; teacher shaping: {s['teacher_shaping']}; "

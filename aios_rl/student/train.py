@@ -13,13 +13,13 @@ import copy
 import dataclasses
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
 
-from contracts import Episode, TrainerSettings, TrajectoryStep
+from contracts import EnvironmentRecipe, Episode, TrainerSettings, TrajectoryStep
 
 from .base import Decision, StudentBackend, StudentError
 from .losses import (
@@ -41,6 +41,7 @@ __all__ = [
     "Sample",
     "UpdateConfig",
     "build_batch",
+    "recipe_for",
     "train_step",
     "update",
     "update_config",
@@ -110,6 +111,9 @@ class UpdateConfig:
     measured for it (``TrajectoryStep.progress``; GRPO: added to the episode's group-relative
     advantage; PPO: added to that step's reward). 0: every step of an episode shares its
     episode's credit."""
+    by_environment: Mapping[str, EnvironmentRecipe] = field(default_factory=dict)
+    """Per environment, what replaces ``self_imitation`` and ``progress_coef`` for its
+    episodes (a field left ``None`` keeps this config's)."""
     max_grad_norm: float = 1.0
     """Gradient clipping."""
     is_cap: float = 2.0
@@ -228,7 +232,7 @@ def build_batch(
         envs: list[str] = []
         for ep, a in zip(episodes, adv.tolist(), strict=True):
             rollout = _rollout_logps(ep)
-            progress = _progress(ep, config.progress_coef)
+            progress = _progress(ep, recipe_for(config, ep.environment)[1])
             for i, d, idx, logp, _v in _decisions(ep, free_text=free_text):
                 batch.policy.append(
                     Sample(
@@ -249,7 +253,7 @@ def build_batch(
             steps = _decisions(ep, free_text=free_text)
             if not steps:
                 continue
-            progress = _progress(ep, config.progress_coef)
+            progress = _progress(ep, recipe_for(config, ep.environment)[1])
             rewards = torch.tensor([progress.get(i, 0.0) for i, *_ in steps], dtype=torch.float64)
             rewards[-1] += _reward(ep)
             values = torch.tensor([v for *_, v in steps], dtype=torch.float64)
@@ -278,7 +282,7 @@ def build_batch(
                 for s, x in zip(samples, a.tolist(), strict=True)
             ]
         batch.policy = samples
-    own = [e for e in episodes if e.outcome == "success"] if config.self_imitation else []
+    own = [e for e in episodes if e.outcome == "success" and recipe_for(config, e.environment)[0]]
     for ep in positive:
         batch.imitate.extend((d, idx) for _, d, idx, _, _ in _decisions(ep, free_text=free_text))
     for ep in own:  # less the steps the environment measured as going backwards or wasted
@@ -328,6 +332,16 @@ def _per_environment(samples: list[Sample], envs: list[str], *, centre: bool) ->
         for i, x in zip(rows, (a / scale).tolist(), strict=True):
             out[i] = dataclasses.replace(samples[i], advantage=float(x))
     return out
+
+
+def recipe_for(config: UpdateConfig, environment: str) -> tuple[bool, float]:
+    """``(self_imitation, progress_coef)`` for ``environment``'s episodes: its own recipe's
+    fields where set (``config.by_environment``), else the config's. Pure."""
+    own = config.by_environment.get(environment) or EnvironmentRecipe()
+    return (
+        config.self_imitation if own.self_imitation is None else own.self_imitation,
+        config.progress_coef if own.progress_coef is None else own.progress_coef,
+    )
 
 
 def _progress(ep: Episode, coef: float) -> dict[int, float]:
@@ -747,6 +761,7 @@ def update_config(s: TrainerSettings) -> UpdateConfig:
         negative_kl_coef=s.negative_kl_coef,
         progress_coef=s.progress_coef,
         self_imitation=s.self_imitation,
+        by_environment=dict(s.by_environment),
         is_cap=s.is_cap,
         seed=s.seed,
     )
