@@ -6,6 +6,15 @@ the JSON Schema in ``contracts/schema/``) can depend on it.
 
 from ._base import Message
 from .agentbench import AgentBenchDbTask, AgentBenchOsTask, DbTable, OsMatch, OsScript
+from .agents import (
+    ChatMessage,
+    CompletionRequest,
+    CompletionResponse,
+    FinishReason,
+    FunctionCall,
+    TokenAlternative,
+    ToolCall,
+)
 from .browser import (
     BROWSER_FLOWS,
     BrowserTask,
@@ -162,6 +171,8 @@ MESSAGES: tuple[type[Message], ...] = (
     SiteResultRequest,
     SiteResult,
     SiteClose,
+    CompletionRequest,
+    CompletionResponse,
 )
 """Every message that travels on the bus (one JSON Schema file each)."""
 
@@ -195,12 +206,15 @@ __all__ = [
     "CampaignState",
     "CampaignStatus",
     "CandidateEdit",
+    "ChatMessage",
     "Checkpoint",
     "CheckpointCause",
     "CheckpointEvent",
     "CheckpointMeta",
     "CheckpointPointers",
     "ComparisonResult",
+    "CompletionRequest",
+    "CompletionResponse",
     "ConsumerStats",
     "ContractError",
     "ControlSnapshot",
@@ -224,6 +238,8 @@ __all__ = [
     "EpochVerdictRequest",
     "ErrorReply",
     "EvidenceRef",
+    "FinishReason",
+    "FunctionCall",
     "GatewaySettings",
     "GroundTruth",
     "GroupContrast",
@@ -275,6 +291,8 @@ __all__ = [
     "TeacherStatus",
     "TeacherVerdict",
     "Timings",
+    "TokenAlternative",
+    "ToolCall",
     "Topology",
     "TrainerSettings",
     "TrainerUpdate",

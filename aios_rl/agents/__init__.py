@@ -1,0 +1,2 @@
+"""Agents users already have, trained through an OpenAI-compatible endpoint: the wire format
+(:mod:`.wire`)."""

@@ -1,0 +1,110 @@
+"""Agents users already have, driven through an OpenAI-compatible endpoint: one chat completion
+asked of the student (``policy.complete``) and what it answered, token by token.
+
+An agent's conversation arrives as OpenAI chat messages; the sampler renders them with the
+student's chat template into prompt token ids, samples the completion under the checkpoint the
+request names, and answers the token ids and their log-probs with the text, so the step that
+records the call trains on exactly what was sampled."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from ._base import Message
+
+__all__ = [
+    "ChatMessage",
+    "CompletionRequest",
+    "CompletionResponse",
+    "FinishReason",
+    "FunctionCall",
+    "TokenAlternative",
+    "ToolCall",
+]
+
+FinishReason = Literal["stop", "length", "tool_calls"]
+"""Why a completion ended: the end of its turn or a stop string, ``max_tokens``, or the tool
+calls it wrote."""
+
+
+class FunctionCall(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    arguments: str = "{}"
+    """JSON text, as the model wrote it (OpenAI's wire format keeps it a string)."""
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """One message of an agent's conversation (OpenAI's roles; ``developer`` arrives as
+    ``system``)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    """Text; ``None`` for an assistant turn that only calls tools."""
+    name: str | None = None
+    tool_calls: list[ToolCall] = []
+    """An assistant turn's calls."""
+    tool_call_id: str | None = None
+    """A tool message: the call it answers."""
+
+
+class CompletionRequest(Message, frozen=True, kw_only=True):
+    """One chat completion asked of the student under one checkpoint."""
+
+    SCHEMA = "completion_request.v1"
+
+    request_id: str
+    checkpoint_id: str
+    """The checkpoint that answers (concrete: the gateway resolves ``active`` / ``last_stable``
+    once per episode, so an episode never mixes two)."""
+    messages: list[ChatMessage]
+    episode_id: str = ""
+    """The episode the call belongs to (recorded under it); empty: not recorded."""
+    agent: str = ""
+    """The agent (its token's name) that asked."""
+    tools: list[dict[str, Any]] = []
+    """OpenAI tool definitions (``{"type": "function", "function": {...}}``), given to the chat
+    template as they are."""
+    temperature: float = 1.0
+    """0: greedy."""
+    top_p: float = 1.0
+    max_tokens: int = 256
+    stop: list[str] = []
+    """The completion ends before the first of these it writes (not included)."""
+    seed: int | None = None
+    top_logprobs: int = 0
+    """Alternatives to report per token (0-20)."""
+
+
+class TokenAlternative(msgspec.Struct, frozen=True, kw_only=True):
+    token_id: int
+    logprob: float
+
+
+class CompletionResponse(Message, frozen=True, kw_only=True):
+    """What the student wrote, as sampled: the text and its tokens with their log-probs under
+    the raw policy (temperature 1, what the trainer recomputes)."""
+
+    SCHEMA = "completion_response.v1"
+
+    request_id: str
+    checkpoint_id: str
+    text: str
+    """The completion, decoded (without the stop string or the end-of-turn token)."""
+    finish_reason: FinishReason = "stop"
+    tool_calls: list[ToolCall] = []
+    prompt_ids: list[int] = []
+    """The rendered prompt's token ids (the conversation through the chat template)."""
+    token_ids: list[int] = []
+    """The sampled tokens, as the trainer learns from them (ending with the end-of-turn token
+    when the turn ended there)."""
+    token_logprobs: list[float] = []
+    top_logprobs: list[list[TokenAlternative]] = []
+    """Per token, the most likely alternatives when asked for."""
