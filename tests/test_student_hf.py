@@ -506,6 +506,72 @@ def test_a_given_prompt_is_read_as_it_is_by_acting_scoring_and_training(tokenize
     assert sample.decision.prompt_ids == ids and sample.token_level
 
 
+CHAT_TEMPLATE = (
+    "{% if tools %}tools:{% for t in tools %} {{ t.function.name }}{% endfor %}\n{% endif %}"
+    "{% for m in messages %}{{ m.role }}: {{ m.content or '' }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+@needs_transformers
+def test_a_completion_is_written_after_a_conversation_and_scored_as_the_trainer_scores_it(
+    tokenizer,
+) -> None:
+    """``complete``: an agent's conversation through the chat template, one completion with
+    each token's raw log-prob (what ``evaluate`` recomputes), ended by the turn, a stop string
+    or ``max_tokens``; seeded."""
+    import copy
+
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = CHAT_TEMPLATE
+    m = HFStudent(tiny_lm(tok), tok, HFConfig(max_new_tokens=6))
+    messages = [{"role": "system", "content": "fix it"}, {"role": "user", "content": "press alpha"}]
+    tools = [{"type": "function", "function": {"name": "run_shell"}}]
+    ids = m.chat_prompt_ids(messages, tools)
+    assert tok.decode(ids) == tok.apply_chat_template(
+        messages, tools=tools, tokenize=False, add_generation_prompt=True
+    )
+    assert "run_shell" in tok.decode(ids) and "run_shell" not in tok.decode(
+        m.chat_prompt_ids(messages)
+    )
+    greedy = m.complete(ids, Regime(0.01), max_tokens=12, top_logprobs=3)
+    assert greedy == m.complete(ids, Regime(0.01), max_tokens=12, top_logprobs=3)
+    n = len(greedy.token_ids)
+    assert 1 <= n <= 12 and len(greedy.token_logprobs) == len(greedy.top_logprobs) == n
+    assert (greedy.finish_reason == "length") == (
+        n == 12 and greedy.token_ids[-1] != tok.eos_token_id
+    )
+    for token, lp, top in zip(
+        greedy.token_ids, greedy.token_logprobs, greedy.top_logprobs, strict=True
+    ):
+        assert top[0] == (token, pytest.approx(lp, abs=1e-6))  # greedy: the likeliest token
+        assert len(top) == 3 and top[0][1] >= top[1][1] >= top[2][1]
+    ev = m.evaluate([Decision("ignored", prompt_ids=tuple(ids))], [tuple(greedy.token_ids)])
+    assert ev.logprobs[0][ev.mask[0]].tolist() == pytest.approx(greedy.token_logprobs, abs=1e-4)
+    # Sampling: the same seed, the same completion; another seed, (here) another one.
+    hot = [m.complete(ids, Regime(1.5), max_tokens=8, seed=s) for s in (1, 1, 2, 3)]
+    assert hot[0] == hot[1] and len({tuple(h.token_ids) for h in hot}) > 1
+    ev = m.evaluate([Decision("x", prompt_ids=tuple(ids))], [tuple(hot[0].token_ids)])
+    assert ev.logprobs[0][ev.mask[0]].tolist() == pytest.approx(hot[0].token_logprobs, abs=1e-4)
+    # A stop string: the text ends before it, the tokens end with the one that wrote it.
+    long = m.complete(ids, Regime(1.5), max_tokens=12, seed=4)
+    assert len(long.text) >= 3, long
+    stop = long.text[2:4]
+    cut = m.complete(ids, Regime(1.5), max_tokens=12, seed=4, stop=["\x00never", stop])
+    assert (cut.text, cut.finish_reason) == (long.text[: long.text.find(stop)], "stop")
+    assert long.token_ids[: len(cut.token_ids)] == cut.token_ids
+    assert stop in tok.decode(cut.token_ids, skip_special_tokens=True)
+    one = m.complete(ids, Regime(1.5), max_tokens=1, seed=4)
+    assert len(one.token_ids) == 1 and one.token_ids == long.token_ids[:1]
+    with pytest.raises(StudentError, match="max_tokens"):
+        m.complete(ids, Regime(1.0), max_tokens=0)
+    with pytest.raises(StudentError, match="no room to answer"):
+        m.complete(ids * 60, Regime(1.0), max_tokens=4)
+    bare = HFStudent(tiny_lm(tokenizer), tokenizer, HFConfig())
+    with pytest.raises(StudentError, match="chat template does not render"):
+        bare.chat_prompt_ids(messages)
+
+
 @needs_transformers
 def test_token_level_update_weighs_tokens_by_the_truncated_rollout_ratio(tokenizer) -> None:
     import copy

@@ -41,9 +41,25 @@ from .base import (
 )
 from .tiny import sample_index
 
-__all__ = ["HFConfig", "HFStudent"]
+__all__ = ["Completion", "HFConfig", "HFStudent"]
 
 PAYLOAD_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One completion as sampled (:meth:`HFStudent.complete`)."""
+
+    token_ids: list[int]
+    """The sampled tokens (ending with end-of-sequence when the turn ended there)."""
+    token_logprobs: list[float]
+    """Each token's log-prob under the raw policy (temperature 1, no top-p)."""
+    text: str
+    """The tokens decoded, special tokens skipped, cut before the first stop string."""
+    finish_reason: str
+    """``stop`` (end of turn or a stop string) or ``length`` (``max_tokens``)."""
+    top_logprobs: list[list[tuple[int, float]]]
+    """Per token, the most likely ``(token id, log-prob)`` alternatives when asked for."""
 
 
 @dataclass(frozen=True)
@@ -738,6 +754,103 @@ class HFStudent(nn.Module):
             bad = [t for t in out if not 0 <= t < vocab][:8]
             raise StudentError(f"{what} token ids outside the vocabulary of {vocab}: {bad}")
         return out
+
+    def chat_prompt_ids(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] = ()
+    ) -> list[int]:
+        """An agent's conversation (OpenAI-shaped messages) through the tokenizer's chat
+        template, ready for the assistant's turn: the prompt's token ids. ``tools`` are given
+        to the template as they are (a template without tools ignores them). Raises
+        ``StudentError`` when the template does not render or leaves no room to answer."""
+        try:
+            ids = self.tokenizer.apply_chat_template(
+                [dict(m) for m in messages],
+                tools=list(tools) or None,
+                tokenize=True,
+                add_generation_prompt=True,
+            )
+        except Exception as exc:  # no template, or one that raises: say which
+            raise StudentError(f"the tokenizer's chat template does not render: {exc}") from exc
+        if isinstance(ids, dict) or hasattr(ids, "keys"):  # a BatchEncoding
+            ids = ids["input_ids"]
+        out = list(self._checked_ids(list(ids), "prompt"))
+        if self.max_positions is not None and len(out) >= self.max_positions:
+            raise StudentError(
+                f"the conversation takes {len(out)} tokens, the model has "
+                f"{self.max_positions} positions: no room to answer"
+            )
+        return out
+
+    @torch.no_grad()
+    def complete(
+        self,
+        prompt_ids: Sequence[int],
+        regime: Regime,
+        *,
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+        top_logprobs: int = 0,
+    ) -> Completion:
+        """Write one completion after ``prompt_ids`` (KV-cached, token by token) until the end
+        of the turn, a stop string, ``max_tokens`` or the model's last position, keeping each
+        sampled token's log-prob under the raw policy (what the trainer recomputes) and, when
+        asked, its ``top_logprobs`` most likely alternatives."""
+        if max_tokens < 1:
+            raise StudentError(f"max_tokens must be >= 1, got {max_tokens}")
+        prompt = list(self._checked_ids(prompt_ids, "prompt"))
+        if not prompt:
+            raise StudentError("an empty prompt")
+        steps = max_tokens
+        if self.max_positions is not None:
+            steps = min(steps, self.max_positions - len(prompt))
+        if steps < 1:
+            raise StudentError(f"a prompt of {len(prompt)} tokens leaves no room to answer")
+        self._eval_mode()
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        ids = torch.tensor([prompt], dtype=torch.long, device=self.device)
+        out = self.lm(input_ids=ids, use_cache=True, logits_to_keep=1)
+        written: list[int] = []
+        logps: list[float] = []
+        tops: list[list[tuple[int, float]]] = []
+        text, finish = "", "length"
+        for step in range(steps):
+            logits = out.logits[0, -1].float().cpu()
+            token = self._pick(logits, regime, generator)
+            raw = torch.log_softmax(logits, dim=-1)
+            written.append(token)
+            logps.append(float(raw[token]))
+            if top_logprobs > 0:
+                best = torch.topk(raw, min(top_logprobs, raw.shape[0]))
+                tops.append(
+                    [(int(i), float(v)) for v, i in zip(best.values, best.indices, strict=True)]
+                )
+            if token == self.eos_id:
+                finish = "stop"
+                break
+            text = self.tokenizer.decode(written, skip_special_tokens=True)
+            cut = min((text.find(x) for x in stop if x and x in text), default=-1)
+            if cut >= 0:
+                text, finish = text[:cut], "stop"
+                break
+            if step == steps - 1:
+                break
+            cache = out["cache"] if self._cache_arg == "cache" else out["past_key_values"]
+            out = self.lm(
+                input_ids=torch.tensor([[token]], dtype=torch.long, device=self.device),
+                position_ids=torch.tensor([[len(prompt) + step]], device=self.device),
+                use_cache=True,
+                **{self._cache_arg: cache},
+            )
+        if finish == "stop" and written[-1] == self.eos_id:
+            text = self.tokenizer.decode(written, skip_special_tokens=True)
+        return Completion(
+            token_ids=written,
+            token_logprobs=logps,
+            text=text,
+            finish_reason=finish,
+            top_logprobs=tops,
+        )
 
     def prompt_ids(self, decision: Decision) -> list[int]:
         """The prompt's token ids for ``decision`` (what an inference engine is given, so it
