@@ -243,7 +243,7 @@ def access(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> dict[s
             kv_writes=(checkpoints,),
             object_writes=(names.bucket(OBJECTS_WEIGHTS),),
         ),
-        Access(user="sampler", serves=(names.policy_act(),)),
+        Access(user="sampler", serves=(names.policy_act(), names.policy_complete())),
         *(runner_access(names, env) for env in environments),
         Access(
             user="teacher-gateway",

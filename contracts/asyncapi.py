@@ -129,6 +129,16 @@ CHANNELS: tuple[Channel, ...] = (
         reply="act_response.v1",
     ),
     Channel(
+        "policyComplete",
+        "policy.complete",
+        "completion_request.v1",
+        ("admin",),
+        ("sampler",),
+        "One chat completion of an agent's conversation by a language-model student: the "
+        "prompt rendered by its chat template, the completion's token ids and log-probs.",
+        reply="completion_response.v1",
+    ),
+    Channel(
         "railDecide",
         "rail.decide",
         "rail_decide_request.v1",

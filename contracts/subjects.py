@@ -115,6 +115,9 @@ class Names:
     def policy_act(self) -> str:
         return self.subject("policy", "act")
 
+    def policy_complete(self) -> str:
+        return self.subject("policy", "complete")
+
     def rail_decide(self) -> str:
         return self.subject("rail", "decide")
 

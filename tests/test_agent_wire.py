@@ -16,6 +16,7 @@ from aios_rl.agents.wire import (
     parse_chat_request,
     split_tool_calls,
     stream_events,
+    template_messages,
 )
 from contracts import ChatMessage, CompletionResponse, FunctionCall, ToolCall
 from contracts.agents import TokenAlternative
@@ -268,3 +269,19 @@ def test_the_openai_client_reads_the_answer_and_the_stream() -> None:
             )
             chunks = [ChatCompletionChunk.model_validate(e) for e in events[:-1]]
             assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 7
+
+
+def test_the_conversation_reaches_the_chat_template_in_openai_shape() -> None:
+    call = ToolCall(id="c1", function=FunctionCall(name="run", arguments='{"cmd": "ls"}'))
+    odd = ToolCall(id="c2", function=FunctionCall(name="run", arguments="not json"))
+    msgs = [
+        ChatMessage(role="system", content="be brief"),
+        ChatMessage(role="assistant", tool_calls=[call, odd]),
+        ChatMessage(role="tool", content="a.py", tool_call_id="c1", name="run"),
+    ]
+    out = template_messages(msgs)
+    assert out[0] == {"role": "system", "content": "be brief"}
+    assert out[1]["content"] == "" and [c["function"]["arguments"] for c in out[1]["tool_calls"]] == [
+        {"cmd": "ls"}, "not json"
+    ]  # fmt: skip
+    assert out[2] == {"role": "tool", "content": "a.py", "name": "run", "tool_call_id": "c1"}

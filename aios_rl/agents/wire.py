@@ -42,6 +42,7 @@ __all__ = [
     "parse_chat_request",
     "split_tool_calls",
     "stream_events",
+    "template_messages",
 ]
 
 MAX_STOP = 4
@@ -294,6 +295,38 @@ def parse_chat_request(body: bytes, *, max_tokens_cap: int) -> ChatRequest:
         tools=_tools(raw),
         user=user if isinstance(user, str) else "",
     )
+
+
+def template_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """The conversation as a chat template reads it: OpenAI's shape, a tool call's
+    ``arguments`` given as the object its JSON text holds (what templates render with
+    ``tojson``; text that is not a JSON object stays text)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        doc: dict[str, Any] = {"role": m.role, "content": m.content or ""}
+        if m.name is not None:
+            doc["name"] = m.name
+        if m.tool_call_id is not None:
+            doc["tool_call_id"] = m.tool_call_id
+        if m.tool_calls:
+            calls = []
+            for c in m.tool_calls:
+                try:
+                    args: Any = json.loads(c.function.arguments)
+                except ValueError:
+                    args = c.function.arguments
+                if not isinstance(args, dict):
+                    args = c.function.arguments
+                calls.append(
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.function.name, "arguments": args},
+                    }
+                )
+            doc["tool_calls"] = calls
+        out.append(doc)
+    return out
 
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from aios_rl.agents.wire import split_tool_calls, template_messages
 from aios_rl.bus import PermanentError, ServiceError, get_logger
 from aios_rl.state import KvWatch
 from aios_rl.state.checkpoints import (
@@ -24,7 +25,14 @@ from aios_rl.state.checkpoints import (
 from aios_rl.student import ActOutput, Decision, Regime, StudentBackend, StudentError, load_student
 from aios_rl.student.engine import EngineConfig, EngineError, LMEngine, engine_available
 from aios_rl.student.serving import decision_for, response_for
-from contracts import ActRequest, ActResponse, CheckpointPointers
+from contracts import (
+    ActRequest,
+    ActResponse,
+    CheckpointPointers,
+    CompletionRequest,
+    CompletionResponse,
+)
+from contracts.agents import TokenAlternative
 
 from .logic import Batcher, LruCache
 from .settings import SamplerSettings
@@ -232,3 +240,70 @@ class Sampler:
         except RegistryError as exc:
             raise ServiceError("503", f"registry unavailable: {exc}") from exc
         return response_for(out, checkpoint_id=checkpoint, want_hidden=req.want_hidden)
+
+    async def complete(self, req: CompletionRequest) -> CompletionResponse:
+        """``policy.complete``: one chat completion of an agent's conversation, under the
+        checkpoint the request names (``active`` resolved here; a gateway pins a concrete one
+        per episode), rendered by the student's chat template; the answer carries the prompt's
+        and the completion's token ids and each token's raw log-prob. 422 for a request out of
+        range or a student that does not write text."""
+        limit = self.settings.max_completion_tokens
+        if not 0 <= req.temperature <= 2 or not 0 < req.top_p <= 1:
+            raise PermanentError("temperature must be in [0, 2] and top_p in (0, 1]")
+        if not 1 <= req.max_tokens <= limit:
+            raise PermanentError(f"max_tokens must be from 1 to {limit}")
+        if not 0 <= req.top_logprobs <= 20:
+            raise PermanentError("top_logprobs must be from 0 to 20")
+        checkpoint = self.active if req.checkpoint_id == "active" else req.checkpoint_id
+        if checkpoint is None:
+            raise ServiceError(
+                "503", "no active checkpoint yet: the trainer stores the initial one at start-up"
+            )
+        try:
+            model = await self.model(checkpoint)
+            complete = getattr(model, "complete", None)
+            if complete is None:
+                raise PermanentError(
+                    f"the served student ({model.name}) does not write text: completions need "
+                    "a language-model student (lm, hf)"
+                )
+            prompt = await asyncio.to_thread(
+                model.chat_prompt_ids,  # type: ignore[attr-defined]
+                template_messages(req.messages),
+                req.tools,
+            )
+            # Temperature 0 is greedy: below the student's greedy threshold.
+            regime = Regime(temperature=max(req.temperature, 1e-4), top_p=req.top_p)
+            out = await asyncio.to_thread(
+                complete,
+                prompt,
+                regime,
+                max_tokens=req.max_tokens,
+                stop=tuple(req.stop),
+                seed=req.seed,
+                top_logprobs=req.top_logprobs,
+            )
+        except UnknownCheckpointError as exc:
+            raise ServiceError("404", str(exc)) from exc
+        except StudentError as exc:
+            raise PermanentError(str(exc)) from exc
+        except RegistryError as exc:
+            raise ServiceError("503", f"registry unavailable: {exc}") from exc
+        text, calls = (out.text, [])
+        if req.tools:
+            rest, calls = split_tool_calls(out.text, req.request_id)
+            text = rest or ""
+        return CompletionResponse(
+            request_id=req.request_id,
+            checkpoint_id=checkpoint,
+            text=text,
+            finish_reason="tool_calls" if calls else out.finish_reason,  # type: ignore[arg-type]
+            tool_calls=calls,
+            prompt_ids=list(prompt),
+            token_ids=list(out.token_ids),
+            token_logprobs=list(out.token_logprobs),
+            top_logprobs=[
+                [TokenAlternative(token_id=t, logprob=lp) for t, lp in alts]
+                for alts in out.top_logprobs
+            ],
+        )

@@ -9,7 +9,7 @@ import torch
 from aios_rl.bus import Bus, Service, load_settings, run_service
 from aios_rl.state.checkpoints import CheckpointRegistry
 from aios_rl.student.engine import LMEngine
-from contracts import ActRequest, ActResponse
+from contracts import ActRequest, ActResponse, CompletionRequest, CompletionResponse
 
 from . import __version__
 from .handlers import Sampler
@@ -28,7 +28,10 @@ def build(
         name="sampler",
         version=__version__,
         shutdown_grace_s=settings.shutdown_grace_s,
-        description="Serves the student policy: policy.act with dynamic batching and hot reload.",
+        description=(
+            "Serves the student policy: policy.act with dynamic batching and hot reload; "
+            "policy.complete, chat completions of a language-model student."
+        ),
         # A request with no candidates needs a student that writes free text: the status
         # endpoint's extra.active_free_text says whether the served one does (1, 0; -1: none yet).
         metadata={"free_text": "status.extra.active_free_text"},
@@ -40,6 +43,14 @@ def build(
         sampler.act,
         concurrency=settings.concurrency,
         reply=ActResponse,
+    )
+    svc.endpoint(
+        "complete",
+        bus.names.policy_complete(),
+        CompletionRequest,
+        sampler.complete,
+        concurrency=settings.concurrency,
+        reply=CompletionResponse,
     )
     svc.task(sampler.follow_active)
     svc.stats(sampler.stats)

@@ -40,6 +40,9 @@ class SamplerSettings(ServiceSettings):
     """The engine's KV-cache memory (GiB)."""
     engine_max_model_len: int = 2048
     """Longest prompt plus action the engine serves (tokens)."""
+    max_completion_tokens: int = 1024
+    """Most tokens one ``policy.complete`` answer may write (an agent's ``max_tokens`` above it
+    is refused; without one, this)."""
 
     def __post_init__(self) -> None:
         if self.max_batch < 1:
@@ -48,5 +51,9 @@ class SamplerSettings(ServiceSettings):
             raise ValueError(f"max_wait_ms must be >= 0, got {self.max_wait_ms}.")
         if self.cache_size < 1:
             raise ValueError(f"cache_size must be at least 1, got {self.cache_size}.")
+        if self.max_completion_tokens < 1:
+            raise ValueError(
+                f"max_completion_tokens must be at least 1, got {self.max_completion_tokens}."
+            )
         if self.engine_kv_cache_gib <= 0 or self.engine_max_model_len < 16:
             raise ValueError("engine_kv_cache_gib must be > 0 and engine_max_model_len >= 16.")
