@@ -7,6 +7,7 @@ the JSON Schema in ``contracts/schema/``) can depend on it.
 from ._base import Message
 from .agentbench import AgentBenchDbTask, AgentBenchOsTask, DbTable, OsMatch, OsScript
 from .agents import (
+    AgentCall,
     ChatMessage,
     CompletionRequest,
     CompletionResponse,
@@ -173,6 +174,7 @@ MESSAGES: tuple[type[Message], ...] = (
     SiteClose,
     CompletionRequest,
     CompletionResponse,
+    AgentCall,
 )
 """Every message that travels on the bus (one JSON Schema file each)."""
 
@@ -195,6 +197,7 @@ __all__ = [
     "ActResponse",
     "AgentBenchDbTask",
     "AgentBenchOsTask",
+    "AgentCall",
     "Algorithm",
     "BranchInfo",
     "BranchOrder",

@@ -244,6 +244,11 @@ def access(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> dict[s
             object_writes=(names.bucket(OBJECTS_WEIGHTS),),
         ),
         Access(user="sampler", serves=(names.policy_act(), names.policy_complete())),
+        Access(
+            user="agent-gateway",
+            requests=(names.policy_complete(),),
+            publishes=(names.agent_call("*"),),
+        ),
         *(runner_access(names, env) for env in environments),
         Access(
             user="teacher-gateway",

@@ -15,6 +15,7 @@ import msgspec
 from ._base import Message
 
 __all__ = [
+    "AgentCall",
     "ChatMessage",
     "CompletionRequest",
     "CompletionResponse",
@@ -108,3 +109,21 @@ class CompletionResponse(Message, frozen=True, kw_only=True):
     token_logprobs: list[float] = []
     top_logprobs: list[list[TokenAlternative]] = []
     """Per token, the most likely alternatives when asked for."""
+
+
+class AgentCall(Message, frozen=True, kw_only=True):
+    """One chat completion an agent asked for within an episode, as served: what the trainer
+    turns into a step of the episode's token-level trajectory (kept on the ``AGENTS`` stream,
+    ``agent.call.<episode_id>``, in order)."""
+
+    SCHEMA = "agent_call.v1"
+
+    episode_id: str
+    index: int
+    """The call's place in its episode (0, 1, ...)."""
+    agent: str
+    """The agent (its token's name) that asked."""
+    request: CompletionRequest
+    response: CompletionResponse
+    at: float = 0.0
+    """When it was answered (Unix seconds)."""

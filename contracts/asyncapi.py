@@ -23,6 +23,7 @@ from .subjects import (
     BUCKET_CONTROL,
     BUCKET_LEDGER,
     SCHEMA_HEADER,
+    STREAM_AGENTS,
     STREAM_DLQ,
     STREAM_EPISODES,
     STREAM_EVENTS,
@@ -132,11 +133,22 @@ CHANNELS: tuple[Channel, ...] = (
         "policyComplete",
         "policy.complete",
         "completion_request.v1",
-        ("admin",),
+        ("agent-gateway",),
         ("sampler",),
         "One chat completion of an agent's conversation by a language-model student: the "
         "prompt rendered by its chat template, the completion's token ids and log-probs.",
         reply="completion_response.v1",
+    ),
+    Channel(
+        "agentCall",
+        "agent.call.{episode_id}",
+        "agent_call.v1",
+        ("agent-gateway",),
+        ("admin",),
+        "One chat completion an agent asked for within an episode, as served (prompt and "
+        "completion token ids, log-probs, the checkpoint that answered).",
+        stream=STREAM_AGENTS,
+        msg_id="<episode_id>:<index>",
     ),
     Channel(
         "railDecide",

@@ -48,6 +48,7 @@ STREAM_REPLAY = "REPLAY"
 STREAM_EVENTS = "EVENTS"
 STREAM_RAIL = "RAIL"
 STREAM_DLQ = "DLQ"
+STREAM_AGENTS = "AGENTS"
 DLQ_REQUESTS = "REQUESTS"
 """Where dead letters of requests go (``dlq.REQUESTS``, in the stream ``DLQ``): a request sent
 to an endpoint without a reply subject, which no stream holds."""
@@ -117,6 +118,11 @@ class Names:
 
     def policy_complete(self) -> str:
         return self.subject("policy", "complete")
+
+    def agent_call(self, episode_id: str) -> str:
+        """An agent's recorded chat completions in one episode (``*``: every episode's)."""
+        token = episode_id if episode_id == "*" else _token(episode_id, "episode id")
+        return self.subject("agent", "call", token)
 
     def rail_decide(self) -> str:
         return self.subject("rail", "decide")
@@ -395,6 +401,13 @@ def topology(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> Topo
                 max_age_s=30 * DAY,
                 duplicate_window_s=3600.0,
                 description="RAIL (z, b, y) traces.",
+            ),
+            StreamSpec(
+                name=names.stream(STREAM_AGENTS),
+                subjects=[names.agent_call("*")],
+                max_age_s=14 * DAY,
+                duplicate_window_s=3600.0,
+                description="Agents' chat completions, per episode, as served.",
             ),
             StreamSpec(
                 name=names.stream(STREAM_DLQ),

@@ -57,6 +57,7 @@ def _pattern(subject: str) -> re.Pattern[str]:
         lambda n: n.replay("positive", "shell"),
         lambda n: n.policy_act(),
         lambda n: n.policy_complete(),
+        lambda n: n.agent_call("ep-1"),
         lambda n: n.rail_decide(),
         lambda n: n.rail_trace(),
         lambda n: n.sites("open"),
