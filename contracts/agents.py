@@ -87,6 +87,8 @@ class CompletionRequest(Message, frozen=True, kw_only=True):
 class TokenAlternative(msgspec.Struct, frozen=True, kw_only=True):
     token_id: int
     logprob: float
+    text: str = ""
+    """The token decoded on its own."""
 
 
 class CompletionResponse(Message, frozen=True, kw_only=True):
@@ -107,6 +109,8 @@ class CompletionResponse(Message, frozen=True, kw_only=True):
     """The sampled tokens, as the trainer learns from them (ending with the end-of-turn token
     when the turn ended there)."""
     token_logprobs: list[float] = []
+    token_texts: list[str] = []
+    """Each of ``token_ids`` decoded on its own (what ``logprobs`` entries show)."""
     top_logprobs: list[list[TokenAlternative]] = []
     """Per token, the most likely alternatives when asked for."""
 

@@ -82,6 +82,10 @@ async def test_a_completion_is_served_with_the_tokens_and_log_probs_the_student_
         [t for t, _ in alts] for alts in own.top_logprobs
     ]
     assert a.finish_reason == own.finish_reason
+    assert a.token_texts == [served.tokenizer.decode([t]) for t in a.token_ids]  # type: ignore[attr-defined]
+    assert all(
+        x.text == served.tokenizer.decode([x.token_id]) for alts in a.top_logprobs for x in alts
+    )  # type: ignore[attr-defined]
     # What the trainer recomputes for those tokens after that prompt.
     ev = served.evaluate([Decision("x", prompt_ids=tuple(prompt))], [tuple(a.token_ids)])
     assert ev.logprobs[0][ev.mask[0]].tolist() == pytest.approx(a.token_logprobs, abs=1e-4)

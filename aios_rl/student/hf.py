@@ -852,6 +852,10 @@ class HFStudent(nn.Module):
             top_logprobs=tops,
         )
 
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        """Each token id decoded on its own (special tokens as their text)."""
+        return [self.tokenizer.decode([int(t)]) for t in ids]
+
     def prompt_ids(self, decision: Decision) -> list[int]:
         """The prompt's token ids for ``decision`` (what an inference engine is given, so it
         sees exactly the prompt this model acts and trains on)."""

@@ -289,6 +289,12 @@ class Sampler:
             raise PermanentError(str(exc)) from exc
         except RegistryError as exc:
             raise ServiceError("503", f"registry unavailable: {exc}") from exc
+        alternatives = {t for alts in out.top_logprobs for t, _ in alts}
+        texts = await asyncio.to_thread(
+            model.token_texts,  # type: ignore[attr-defined]
+            [*out.token_ids, *sorted(alternatives)],
+        )
+        decoded = dict(zip([*out.token_ids, *sorted(alternatives)], texts, strict=True))
         text, calls = (out.text, [])
         if req.tools:
             rest, calls = split_tool_calls(out.text, req.request_id)
@@ -302,8 +308,9 @@ class Sampler:
             prompt_ids=list(prompt),
             token_ids=list(out.token_ids),
             token_logprobs=list(out.token_logprobs),
+            token_texts=[decoded[t] for t in out.token_ids],
             top_logprobs=[
-                [TokenAlternative(token_id=t, logprob=lp) for t, lp in alts]
+                [TokenAlternative(token_id=t, logprob=lp, text=decoded[t]) for t, lp in alts]
                 for alts in out.top_logprobs
             ],
         )

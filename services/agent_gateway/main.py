@@ -1,0 +1,78 @@
+"""Entry point: ``python -m services.agent_gateway``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from aios_rl.bus import Bus, Service, load_settings, run_service
+from aios_rl.httpserve import base_url_of, http_task, listen
+
+from . import __version__
+from .handlers import Gateway
+from .logic import Tokens
+from .settings import AgentGatewaySettings
+from .web import build_app
+
+
+def load_tokens(settings: AgentGatewaySettings) -> Tokens:
+    """The agents' token digests from ``tokens_file``. Raises ``ValueError`` with a sentence
+    saying what to do when there is none or it does not read."""
+    if not settings.tokens_file:
+        raise ValueError(
+            "tokens_file is required (the agents' token digests, <store>/auth/agents.json: "
+            "aios-rl auth agent-token NAME writes it); the endpoint never serves without tokens."
+        )
+    path = Path(settings.tokens_file)
+    try:
+        return Tokens.from_json(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read tokens_file {path}: {exc.strerror}") from None
+
+
+def build(
+    bus: Bus, settings: AgentGatewaySettings, tokens: Tokens | None = None
+) -> tuple[Service, Gateway]:
+    """The agent gateway on ``bus`` (not yet running) and its state; its port is bound already
+    and its URL is in its ``$SRV.INFO`` metadata (``url``). ``tokens``: instead of reading
+    ``tokens_file``. Raises ``OSError`` when the port cannot be bound, ``ValueError`` without
+    tokens."""
+    tokens = tokens if tokens is not None else load_tokens(settings)
+    sock = listen(
+        settings.host, settings.port, service="agent-gateway", fallback=settings.port_fallback
+    )
+    url = base_url_of(sock, settings.host, settings.public_url)
+    svc = Service(
+        bus,
+        name="agent-gateway",
+        version=__version__,
+        shutdown_grace_s=settings.shutdown_grace_s,
+        description="OpenAI-compatible chat completions by the student, for agents users bring; "
+        "each episode's calls recorded on the AGENTS stream.",
+        metadata={"url": url, "openai_base_url": f"{url}/v1"},
+    )
+    gw = Gateway(bus, settings, tokens)
+
+    def listening(base_url: str) -> None:
+        gw.base_url = base_url
+        gw.listening.set()
+
+    svc.task(
+        http_task(
+            build_app(gw),
+            service="agent-gateway",
+            host=settings.host,
+            port=settings.port,
+            public_url=settings.public_url,
+            on_listening=listening,
+            on_stopped=gw.listening.clear,
+            sock=sock,
+        )
+    )
+    svc.stats(gw.stats)
+    return svc, gw
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = load_settings(AgentGatewaySettings, argv, prog="aios-rl-agent-gateway")
+    run_service("agent-gateway", settings, lambda bus: build(bus, settings)[0].run())

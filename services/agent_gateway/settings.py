@@ -1,0 +1,47 @@
+"""Settings of the agent gateway."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aios_rl.bus import ServiceSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentGatewaySettings(ServiceSettings):
+    """An OpenAI-compatible endpoint in front of the sampler's ``policy.complete``."""
+
+    host: str = "127.0.0.1"
+    """Address the HTTP server binds (``0.0.0.0`` in a container)."""
+    port: int = 8410
+    """Port the HTTP server binds (0: any free port)."""
+    port_fallback: bool = True
+    """When ``port`` is taken, bind any free port instead (its ``$SRV.INFO`` metadata and the
+    log line ``http.listening`` say which)."""
+    public_url: str = ""
+    """The base URL agents are given (``http://agent-gateway:8410`` in compose); empty:
+    ``http://<host>:<bound port>``."""
+    tokens_file: str = ""
+    """The agents' token digests (``<store>/auth/agents.json``, written by ``aios-rl auth
+    agent-token``). Required: the endpoint never serves without tokens."""
+    max_tokens: int = 1024
+    """The most tokens a completion may ask for (the sampler's ``max_completion_tokens``); a
+    request without ``max_tokens`` gets this."""
+    request_timeout_s: float = 300.0
+    """How long one completion may take the sampler (a language model on CPU cores is slow)."""
+    max_open_episodes: int = 10_000
+    """Episodes pinned at once (the longest idle forgotten first)."""
+    episode_idle_s: float = 3600.0
+    """An episode without a request for this long is forgotten (its next request re-pins)."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be between 0 and 65535, got {self.port}.")
+        if self.public_url and not self.public_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"public_url must start with http:// or https://, got {self.public_url!r}."
+            )
+        if self.max_tokens < 1 or self.max_open_episodes < 1:
+            raise ValueError("max_tokens and max_open_episodes must be >= 1.")
+        if not self.request_timeout_s > 0 or not self.episode_idle_s > 0:
+            raise ValueError("request_timeout_s and episode_idle_s must be > 0.")

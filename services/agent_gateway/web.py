@@ -1,0 +1,86 @@
+"""The agent gateway's HTTP side: OpenAI's ``/v1/chat/completions`` and ``/v1/models``, and
+``/healthz``. Errors are OpenAI's error objects with the status the refusal carries."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from aios_rl.agents.wire import WireError, completion_body, error_body, stream_events
+from aios_rl.bus import get_logger
+from contracts import CompletionResponse
+
+from .handlers import Gateway
+from .logic import EPISODE_HEADER
+
+__all__ = ["MAX_BODY_BYTES", "build_app"]
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The largest request body read (a long conversation fits; more is refused with 413)."""
+
+
+def _decoder(resp: CompletionResponse) -> dict[int, str]:
+    texts = dict(zip(resp.token_ids, resp.token_texts, strict=False))
+    for alts in resp.top_logprobs:
+        texts.update({a.token_id: a.text for a in alts})
+    return texts
+
+
+def build_app(gw: Gateway) -> Starlette:
+    log = get_logger()
+
+    def refuse(err: WireError, what: str) -> JSONResponse:
+        gw.refused += 1
+        log.info("agent.refused", what=what, status=err.status, error=err.message[:300])
+        return JSONResponse(error_body(err), status_code=err.status)
+
+    async def models(request: Request) -> Response:
+        try:
+            return JSONResponse(await gw.models(request.headers.get("authorization")))
+        except WireError as err:
+            return refuse(err, "models")
+
+    async def chat(request: Request) -> Response:
+        body = b""
+        async for part in request.stream():
+            body += part
+            if len(body) > MAX_BODY_BYTES:
+                return refuse(
+                    WireError(f"the body is over {MAX_BODY_BYTES} bytes", status=413), "chat"
+                )
+        try:
+            answer = await gw.chat(
+                body,
+                authorization=request.headers.get("authorization"),
+                episode=request.headers.get(EPISODE_HEADER),
+            )
+        except WireError as err:
+            return refuse(err, "chat")
+        texts = _decoder(answer.response)
+        envelope = {
+            "completion_id": answer.completion_id,
+            "created": answer.created,
+            "decode": lambda t: texts.get(t, ""),
+        }
+        if answer.request.stream:
+            events = stream_events(answer.request, answer.response, **envelope)  # type: ignore[arg-type]
+
+            async def send():  # type: ignore[no-untyped-def]
+                for event in events:
+                    yield event
+
+            return StreamingResponse(send(), media_type="text/event-stream")
+        return JSONResponse(completion_body(answer.request, answer.response, **envelope))  # type: ignore[arg-type]
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    return Starlette(
+        routes=[
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ]
+    )

@@ -1,0 +1,197 @@
+"""The agent gateway: its rules (tokens, model names, pinned and owned episodes; pure), then the
+service on a real nats-server in front of the real sampler serving a stored language-model
+student, driven by the ``openai`` client as an agent would."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from aios_rl.agents.wire import WireError
+from aios_rl.bus import Bus
+from aios_rl.state.checkpoints import CheckpointRegistry
+from contracts import AgentCall, CheckpointPointers, Names, decode
+from contracts.subjects import STREAM_AGENTS
+from services.agent_gateway.logic import (
+    Episodes,
+    Tokens,
+    new_token,
+    resolve_model,
+    token_digest,
+)
+from services.agent_gateway.main import build as build_gateway
+from services.agent_gateway.main import load_tokens
+from services.agent_gateway.settings import AgentGatewaySettings
+from services.sampler.main import build as build_sampler
+from services.sampler.settings import SamplerSettings
+from tests.support import running
+
+from .test_student_hf import CHAT_TEMPLATE, HAVE_TRANSFORMERS, make_tokenizer, tiny_lm
+
+# -- the rules (pure) -------------------------------------------------------------------------------
+
+
+def test_an_agent_is_known_by_its_token_only() -> None:
+    token, digest = new_token()
+    assert token.startswith("aios-agent-") and digest == token_digest(token) and len(digest) == 64
+    other, other_digest = new_token()
+    tokens = Tokens({"coder": digest, "browser": other_digest})
+    assert (
+        tokens.agent(f"Bearer {token}") == "coder" and tokens.agent(f"bearer {other}") == "browser"
+    )
+    for bad in (None, "", "Bearer", "Bearer  ", f"Basic {token}", f"Bearer {token}x", token):
+        with pytest.raises(WireError) as exc:
+            tokens.agent(bad)
+        assert exc.value.status == 401 and exc.value.code == "invalid_api_key"
+    assert Tokens.from_json(json.dumps({"agents": {"coder": digest}})).digests == {"coder": digest}
+    for text in ("not json", "[]", '{"agents": {"a": "short"}}', '{"agents": []}'):
+        with pytest.raises(ValueError, match="token file"):
+            Tokens.from_json(text)
+
+
+def test_load_tokens_says_what_to_do(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match="tokens_file is required"):
+        load_tokens(AgentGatewaySettings())
+    with pytest.raises(ValueError, match="cannot read tokens_file"):
+        load_tokens(AgentGatewaySettings(tokens_file=str(tmp_path / "absent.json")))
+
+
+def test_model_names_resolve_through_the_pointers() -> None:
+    p = CheckpointPointers(active="ck-2", last_stable="ck-1")
+    assert [resolve_model(m, p) for m in ("active", "last_stable", "ck-9")] == [
+        "ck-2",
+        "ck-1",
+        "ck-9",
+    ]
+    assert (
+        resolve_model("active", None) is None
+        and resolve_model("active", CheckpointPointers()) is None
+    )
+
+
+def test_an_episode_is_pinned_to_one_checkpoint_and_owned_by_one_agent() -> None:
+    eps = Episodes(max_open=2, idle_s=100)
+    first = eps.claim("e1", "coder", lambda: "ck-1", now=0)
+    assert (first.agent, first.checkpoint_id) == ("coder", "ck-1")
+    # The pointer moves: the open episode keeps its checkpoint; a new one takes the new.
+    assert eps.claim("e1", "coder", lambda: "ck-2", now=1).checkpoint_id == "ck-1"
+    assert eps.claim("e2", "coder", lambda: "ck-2", now=2).checkpoint_id == "ck-2"
+    with pytest.raises(WireError) as exc:
+        eps.claim("e1", "intruder", lambda: "ck-2", now=3)
+    assert exc.value.status == 403 and "another agent" in exc.value.message
+    assert [eps.call_index("e1") for _ in range(3)] == [0, 1, 2]
+    eps.claim("e3", "coder", lambda: "ck-3", now=4)  # over max_open: the longest idle goes
+    assert eps.get("e1") is None and eps.get("e2") is not None and len(eps) == 2
+    eps.claim("e4", "other", lambda: "ck-3", now=200)  # e2 and e3 idle past 100 s: forgotten
+    assert eps.get("e2") is None and eps.get("e3") is None and len(eps) == 1
+    assert eps.claim("e1", "intruder", lambda: "ck-3", now=201).agent == "intruder"
+
+
+# -- the service ------------------------------------------------------------------------------------
+
+needs_transformers = pytest.mark.skipif(
+    not HAVE_TRANSFORMERS, reason="transformers is not installed"
+)
+
+
+@needs_transformers
+@pytest.mark.timeout(180)
+async def test_an_openai_client_gets_completions_recorded_per_episode_pinned_and_owned(
+    bus: Bus, names: Names
+) -> None:
+    import openai
+
+    from aios_rl.student.hf import HFConfig, HFStudent
+
+    tok = make_tokenizer()
+    tok.chat_template = CHAT_TEMPLATE
+    registry = CheckpointRegistry(bus)
+    ids = []
+    for seed in (0, 1):
+        student = HFStudent(tiny_lm(tok, seed=seed), tok, HFConfig())
+        meta = await registry.store(
+            student.to_bytes(), parent_id=ids[-1] if ids else None, created_by="test",
+            algorithm="init", backend="hf",
+        )  # fmt: skip
+        ids.append(meta.checkpoint_id)
+    first, second = ids
+    await registry.init(first)
+    coder, coder_digest = new_token()
+    intruder, intruder_digest = new_token()
+    tokens = Tokens({"coder": coder_digest, "intruder": intruder_digest})
+    sampler, state = build_sampler(
+        bus, SamplerSettings(namespace=names.namespace, max_completion_tokens=32)
+    )
+    gateway, gw = build_gateway(
+        bus, AgentGatewaySettings(namespace=names.namespace, port=0, max_tokens=32), tokens
+    )
+    messages = [{"role": "user", "content": "$ pytest -q\nFAILED test_clamp"}]
+    async with running(sampler), running(gateway):
+        await asyncio.wait_for(state.until(lambda s: s.active == first), 60)
+        await asyncio.wait_for(gw.listening.wait(), 30)
+        agent = openai.AsyncOpenAI(base_url=f"{gw.base_url}/v1", api_key=coder, max_retries=0)
+        other = openai.AsyncOpenAI(base_url=f"{gw.base_url}/v1", api_key=intruder, max_retries=0)
+        nobody = openai.AsyncOpenAI(base_url=f"{gw.base_url}/v1", api_key="wrong", max_retries=0)
+
+        models = [m.id for m in (await agent.models.list()).data]
+        assert models == ["active", "last_stable", first]
+        with pytest.raises(openai.AuthenticationError):
+            await nobody.models.list()
+        with pytest.raises(openai.AuthenticationError):
+            await nobody.chat.completions.create(model="active", messages=messages)  # type: ignore[arg-type]
+
+        async def ask(client: openai.AsyncOpenAI, episode: str, **kw: object):  # type: ignore[no-untyped-def]
+            return await client.chat.completions.create(
+                model="active", messages=messages, max_tokens=8, seed=1, logprobs=True,
+                top_logprobs=2, extra_headers={"X-Aios-Episode": episode}, **kw,  # type: ignore[arg-type]
+            )  # fmt: skip
+
+        a0 = await ask(agent, "ep-1")
+        await registry.advance(second, reason="a new checkpoint mid-episode")
+        a1 = await ask(agent, "ep-1")
+        b0 = await ask(agent, "ep-2")
+        assert (a0.model, a1.model, b0.model) == (first, first, second)  # pinned per episode
+        with pytest.raises(openai.PermissionDeniedError):
+            await ask(other, "ep-1")
+        with pytest.raises(openai.BadRequestError, match="one sample"):
+            await ask(agent, "ep-1", n=2)
+        with pytest.raises(openai.BadRequestError, match="pinned to checkpoint"):
+            await agent.chat.completions.create(
+                model=second,
+                messages=messages,
+                extra_headers={"X-Aios-Episode": "ep-1"},  # type: ignore[arg-type]
+            )
+        # Streaming: the chunks concatenate to what a non-streamed call of the same seed says.
+        chunks = [
+            c
+            async for c in await agent.chat.completions.create(
+                model="active", messages=messages, max_tokens=8, seed=1, stream=True,  # type: ignore[arg-type]
+                stream_options={"include_usage": True}, user="ep-3",
+            )
+        ]  # fmt: skip
+        streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        plain = await agent.chat.completions.create(
+            model="active",
+            messages=messages,
+            max_tokens=8,
+            seed=1,  # type: ignore[arg-type]
+        )
+        assert streamed == plain.choices[0].message.content and chunks[-1].usage is not None
+        calls = [
+            decode(m.data, m.headers, AgentCall)
+            async for m in bus.read_stream(names.stream(STREAM_AGENTS), names.agent_call("*"))
+        ]
+    # Every call of a tagged episode is on the stream, in order, as served.
+    assert [(c.episode_id, c.index) for c in calls] == [
+        ("ep-1", 0), ("ep-1", 1), ("ep-2", 0), ("ep-3", 0)
+    ]  # fmt: skip
+    for call, answer in zip(calls, (a0, a1, b0), strict=False):
+        assert call.agent == "coder" and call.response.checkpoint_id == answer.model
+        served = [e.logprob for e in answer.choices[0].logprobs.content]  # type: ignore[union-attr]
+        assert call.response.token_logprobs == pytest.approx(served)
+        assert len(call.response.token_ids) == answer.usage.completion_tokens  # type: ignore[union-attr]
+        assert call.request.messages[0].content == messages[0]["content"]
+        assert call.response.prompt_ids and call.request.max_tokens == 8
+    assert gw.stats()["recorded"] == 4 and gw.stats()["refused"] >= 5
