@@ -9,18 +9,13 @@ import json
 
 import pytest
 
+from aios_rl.agents.tokens import AGENTS_FILE, Tokens, add_agent, new_token, token_digest
 from aios_rl.agents.wire import WireError
 from aios_rl.bus import Bus
 from aios_rl.state.checkpoints import CheckpointRegistry
 from contracts import AgentCall, CheckpointPointers, Names, decode
 from contracts.subjects import STREAM_AGENTS
-from services.agent_gateway.logic import (
-    Episodes,
-    Tokens,
-    new_token,
-    resolve_model,
-    token_digest,
-)
+from services.agent_gateway.logic import Episodes, resolve_model
 from services.agent_gateway.main import build as build_gateway
 from services.agent_gateway.main import load_tokens
 from services.agent_gateway.settings import AgentGatewaySettings
@@ -49,6 +44,47 @@ def test_an_agent_is_known_by_its_token_only() -> None:
     for text in ("not json", "[]", '{"agents": {"a": "short"}}', '{"agents": []}'):
         with pytest.raises(ValueError, match="token file"):
             Tokens.from_json(text)
+
+
+def test_agent_tokens_are_made_once_and_kept_as_digests(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    auth = tmp_path / "auth"
+    coder = add_agent(auth, "coder")
+    browser = add_agent(auth, "web-agent_2")
+    path = auth / AGENTS_FILE
+    assert (
+        oct(path.stat().st_mode & 0o777) == "0o600" and oct(auth.stat().st_mode & 0o777) == "0o700"
+    )
+    assert coder not in path.read_text() and token_digest(coder) in path.read_text()
+    tokens = load_tokens(AgentGatewaySettings(tokens_file=str(path)))
+    assert (
+        tokens.agent(f"Bearer {coder}") == "coder"
+        and tokens.agent(f"Bearer {browser}") == "web-agent_2"
+    )
+    again = add_agent(auth, "coder")  # a new token replaces the old one
+    tokens = load_tokens(AgentGatewaySettings(tokens_file=str(path)))
+    assert tokens.agent(f"Bearer {again}") == "coder"
+    with pytest.raises(WireError):
+        tokens.agent(f"Bearer {coder}")
+    for bad in ("", "a b", "x.y", "n" * 65):
+        with pytest.raises(ValueError, match="agent name"):
+            add_agent(auth, bad)
+
+
+def test_the_cli_prints_a_token_once_and_the_gateway_knows_it(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from aios_rl.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["auth", "agent-token", "coder", "--store", str(tmp_path)])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    token = out.split("OPENAI_API_KEY=")[1].strip()
+    tokens = load_tokens(AgentGatewaySettings(tokens_file=str(tmp_path / "auth" / AGENTS_FILE)))
+    assert tokens.agent(f"Bearer {token}") == "coder"
+    with pytest.raises(SystemExit) as bad:
+        main(["auth", "agent-token", "a.b", "--store", str(tmp_path)])
+    assert bad.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "agent name 'a.b'" in err[0]
 
 
 def test_load_tokens_says_what_to_do(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -16,6 +16,10 @@ up`` (``stack.auth``), under ``--out`` (default ``.aios/compose``):
 ``--insecure`` (or ``AIOS_INSECURE=1``) writes a server config without users and env files with
 empty credentials instead: development only, anyone who reaches the port can do anything.
 
+``aios-rl auth agent-token NAME`` makes a token for an agent of yours to call the agent
+gateway's OpenAI-compatible endpoint with (``OPENAI_API_KEY``): printed once, only its digest kept
+in ``<store>/auth/agents.json``, which the gateway reads (``docs/agents.md``).
+
 ``aios-rl auth provision`` is the compose stack's one-shot ``provision`` service: it connects as
 the admin (``NATS_USER`` / ``NATS_PASSWORD`` from ``env/admin.env``) and provisions the topology,
 so the services, which may not create streams, find it there.
@@ -31,6 +35,7 @@ from pathlib import Path
 from contracts import Names
 from contracts.access import ADMIN
 
+from ..agents.tokens import AGENTS_FILE, add_agent
 from ..bus import BusError, ConnectError, connect, provision
 from ..stack import SERVICES
 from ..stack.auth import (
@@ -41,7 +46,7 @@ from ..stack.auth import (
     _write_private,
     write_config,
 )
-from ._common import CliError, bus_args, url
+from ._common import CliError, bus_args, store_arg, url
 
 __all__ = ["ENV_DIR", "NAMESPACE_VAR", "add", "write_compose"]
 
@@ -86,6 +91,14 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "only; see docs/security.md)",
     )
     compose.set_defaults(run=_compose)
+
+    token = sub.add_parser(
+        "agent-token",
+        help="a token for one of your agents to call the agent gateway with (printed once)",
+    )
+    token.add_argument("name", help="the agent's name (letters, digits, '-' or '_')")
+    store_arg(token)
+    token.set_defaults(run=_agent_token)
 
     prov = sub.add_parser(
         "provision",
@@ -139,6 +152,19 @@ def _compose(args: argparse.Namespace) -> int:
         print(
             f"admin (host command line): --credentials {Path(args.out) / AUTH_DIR / 'admin.json'}"
         )
+    return 0
+
+
+def _agent_token(args: argparse.Namespace) -> int:
+    auth_dir = Path(args.store) / AUTH_DIR
+    try:
+        token = add_agent(auth_dir, args.name)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    except OSError as exc:
+        raise CliError(f"cannot write {auth_dir / AGENTS_FILE}: {exc.strerror}") from exc
+    print(f"agent {args.name}: its token (shown once; {auth_dir / AGENTS_FILE} keeps a digest):")
+    print(f"OPENAI_API_KEY={token}")
     return 0
 
 

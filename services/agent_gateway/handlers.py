@@ -11,13 +11,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from aios_rl.agents.tokens import Tokens
 from aios_rl.agents.wire import ChatRequest, WireError, parse_chat_request
 from aios_rl.bus import Bus, BusError, NoResponders, RemoteError, RequestTimeout, get_logger
 from aios_rl.state import StateError
 from aios_rl.state.checkpoints import CheckpointRegistry, UnknownCheckpointError
 from contracts import AgentCall, CheckpointPointers, CompletionRequest, CompletionResponse
 
-from .logic import Episodes, Tokens, resolve_model
+from .logic import Episodes, resolve_model
 from .settings import AgentGatewaySettings
 
 __all__ = ["Answer", "Gateway"]

@@ -1,9 +1,8 @@
 """The agent gateway's rules, pure: whose token a request carries, which checkpoint a model name
 means, which checkpoint an episode is pinned to and whose episode it is.
 
-**Tokens.** An agent authenticates with ``Authorization: Bearer <token>``; the gateway keeps
-only each token's SHA-256 (``<store>/auth/agents.json``: ``{"agents": {name: digest}}``,
-written by ``aios-rl auth agent-token NAME``), compared in constant time.
+**Tokens.** An agent authenticates with ``Authorization: Bearer <token>``
+(:class:`~aios_rl.agents.tokens.Tokens`: only digests kept, compared in constant time).
 
 **Episodes.** A request tagged with an episode (the ``X-Aios-Episode`` header, else the body's
 ``user`` field) belongs to it: the first request of an episode claims it for its agent and pins
@@ -15,10 +14,6 @@ forgotten, and at most ``max_open`` are kept (the longest idle go first).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
-import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,66 +25,11 @@ __all__ = [
     "EPISODE_HEADER",
     "Episodes",
     "Pinned",
-    "Tokens",
-    "new_token",
     "resolve_model",
-    "token_digest",
 ]
 
 EPISODE_HEADER = "x-aios-episode"
 """The request header that tags a request with its episode."""
-TOKEN_PREFIX = "aios-agent-"
-
-
-def token_digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def new_token() -> tuple[str, str]:
-    """A fresh agent token and its digest (what the gateway keeps)."""
-    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    return token, token_digest(token)
-
-
-@dataclass(frozen=True)
-class Tokens:
-    """The agents' token digests, by agent name."""
-
-    digests: dict[str, str]
-
-    @classmethod
-    def from_json(cls, text: str) -> Tokens:
-        """``{"agents": {name: sha256 hex}}``. Raises ``ValueError`` saying what is wrong."""
-        try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"the agents' token file is not JSON: {exc}") from None
-        agents = doc.get("agents") if isinstance(doc, dict) else None
-        if not isinstance(agents, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in agents.items()
-        ):
-            raise ValueError('the agents\' token file must be {"agents": {name: sha256 hex}}')
-        return cls(dict(agents))
-
-    def agent(self, authorization: str | None) -> str:
-        """The agent whose token ``authorization`` (``Bearer <token>``) carries. Raises
-        :class:`WireError` 401 otherwise."""
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise WireError(
-                "an agent token is required: Authorization: Bearer <token> "
-                "(aios-rl auth agent-token NAME makes one)",
-                code="invalid_api_key",
-                status=401,
-            )
-        digest = token_digest(token.strip())
-        found = ""
-        for name, known in self.digests.items():  # every digest compared: constant time
-            if hmac.compare_digest(digest, known):
-                found = name
-        if not found:
-            raise WireError("the agent token is not valid", code="invalid_api_key", status=401)
-        return found
 
 
 def resolve_model(model: str, pointers: CheckpointPointers | None) -> str | None:

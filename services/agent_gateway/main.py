@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from aios_rl.agents.tokens import Tokens
 from aios_rl.bus import Bus, Service, load_settings, run_service
 from aios_rl.httpserve import base_url_of, http_task, listen
 
 from . import __version__
 from .handlers import Gateway
-from .logic import Tokens
 from .settings import AgentGatewaySettings
 from .web import build_app
 

@@ -1,0 +1,94 @@
+"""Agent tokens: an agent authenticates to the agent gateway with ``Authorization: Bearer
+<token>``; only each token's SHA-256 is kept (``<store>/auth/agents.json``: ``{"agents": {name:
+digest}}``, written by ``aios-rl auth agent-token NAME``), compared in constant time. Pure but
+for :func:`add_agent`'s file."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from .wire import WireError
+
+__all__ = ["AGENTS_FILE", "TOKEN_PREFIX", "Tokens", "add_agent", "new_token", "token_digest"]
+
+AGENTS_FILE = "agents.json"
+"""The agents' token digests, in a data dir's ``auth/`` folder."""
+TOKEN_PREFIX = "aios-agent-"
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> tuple[str, str]:
+    """A fresh agent token and its digest (what the gateway keeps)."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    return token, token_digest(token)
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The agents' token digests, by agent name."""
+
+    digests: dict[str, str]
+
+    @classmethod
+    def from_json(cls, text: str) -> Tokens:
+        """``{"agents": {name: sha256 hex}}``. Raises ``ValueError`` saying what is wrong."""
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"the agents' token file is not JSON: {exc}") from None
+        agents = doc.get("agents") if isinstance(doc, dict) else None
+        if not isinstance(agents, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in agents.items()
+        ):
+            raise ValueError('the agents\' token file must be {"agents": {name: sha256 hex}}')
+        return cls(dict(agents))
+
+    def agent(self, authorization: str | None) -> str:
+        """The agent whose token ``authorization`` (``Bearer <token>``) carries. Raises
+        :class:`WireError` 401 otherwise."""
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise WireError(
+                "an agent token is required: Authorization: Bearer <token> "
+                "(aios-rl auth agent-token NAME makes one)",
+                code="invalid_api_key",
+                status=401,
+            )
+        digest = token_digest(token.strip())
+        found = ""
+        for name, known in self.digests.items():  # every digest compared: constant time
+            if hmac.compare_digest(digest, known):
+                found = name
+        if not found:
+            raise WireError("the agent token is not valid", code="invalid_api_key", status=401)
+        return found
+
+
+def add_agent(auth_dir: Path, name: str) -> str:
+    """A new token for agent ``name`` (a new one replaces its old token), its digest written to
+    ``auth_dir / AGENTS_FILE`` (0600, the folder 0700). Returns the token: shown once, never
+    kept. Raises ``ValueError`` for a name that is not letters, digits, ``-`` or ``_``, or a
+    file that does not read."""
+    if not name or not all(c.isalnum() or c in "-_" for c in name) or len(name) > 64:
+        raise ValueError(f"agent name {name!r}: use up to 64 letters, digits, '-' or '_'")
+    path = auth_dir / AGENTS_FILE
+    digests = Tokens.from_json(path.read_text()).digests if path.exists() else {}
+    token, digest = new_token()
+    digests[name] = digest
+    auth_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(auth_dir, 0o700)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"agents": dict(sorted(digests.items()))}, f, indent=2)
+    os.replace(tmp, path)
+    return token
