@@ -17,7 +17,7 @@ from contracts import AgentCall, CheckpointPointers, Names, decode
 from contracts.subjects import STREAM_AGENTS
 from services.agent_gateway.logic import Episodes, resolve_model
 from services.agent_gateway.main import build as build_gateway
-from services.agent_gateway.main import load_tokens
+from services.agent_gateway.main import token_file
 from services.agent_gateway.settings import AgentGatewaySettings
 from services.sampler.main import build as build_sampler
 from services.sampler.settings import SamplerSettings
@@ -51,17 +51,15 @@ def test_agent_tokens_are_made_once_and_kept_as_digests(tmp_path) -> None:  # ty
     coder = add_agent(auth, "coder")
     browser = add_agent(auth, "web-agent_2")
     path = auth / AGENTS_FILE
-    assert (
-        oct(path.stat().st_mode & 0o777) == "0o600" and oct(auth.stat().st_mode & 0o777) == "0o700"
-    )
+    assert oct(path.stat().st_mode & 0o777) == "0o644"  # digests only: no secret
     assert coder not in path.read_text() and token_digest(coder) in path.read_text()
-    tokens = load_tokens(AgentGatewaySettings(tokens_file=str(path)))
+    tokens = token_file(AgentGatewaySettings(tokens_file=str(path))).current()
     assert (
         tokens.agent(f"Bearer {coder}") == "coder"
         and tokens.agent(f"Bearer {browser}") == "web-agent_2"
     )
     again = add_agent(auth, "coder")  # a new token replaces the old one
-    tokens = load_tokens(AgentGatewaySettings(tokens_file=str(path)))
+    tokens = token_file(AgentGatewaySettings(tokens_file=str(path))).current()
     assert tokens.agent(f"Bearer {again}") == "coder"
     with pytest.raises(WireError):
         tokens.agent(f"Bearer {coder}")
@@ -78,7 +76,9 @@ def test_the_cli_prints_a_token_once_and_the_gateway_knows_it(tmp_path, capsys) 
     assert done.value.code == 0
     out = capsys.readouterr().out
     token = out.split("OPENAI_API_KEY=")[1].strip()
-    tokens = load_tokens(AgentGatewaySettings(tokens_file=str(tmp_path / "auth" / AGENTS_FILE)))
+    tokens = token_file(
+        AgentGatewaySettings(tokens_file=str(tmp_path / "auth" / AGENTS_FILE))
+    ).current()
     assert tokens.agent(f"Bearer {token}") == "coder"
     with pytest.raises(SystemExit) as bad:
         main(["auth", "agent-token", "a.b", "--store", str(tmp_path)])
@@ -87,11 +87,24 @@ def test_the_cli_prints_a_token_once_and_the_gateway_knows_it(tmp_path, capsys) 
     assert len(err) == 1 and "agent name 'a.b'" in err[0]
 
 
-def test_load_tokens_says_what_to_do(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_token_file_is_read_again_when_it_changes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match="tokens_file is required"):
-        load_tokens(AgentGatewaySettings())
-    with pytest.raises(ValueError, match="cannot read tokens_file"):
-        load_tokens(AgentGatewaySettings(tokens_file=str(tmp_path / "absent.json")))
+        token_file(AgentGatewaySettings())
+    auth = tmp_path / "auth"
+    live = token_file(AgentGatewaySettings(tokens_file=str(auth / AGENTS_FILE)))
+    with pytest.raises(WireError, match="no agent has a token yet"):  # no file yet: none
+        live.current().agent("Bearer x")
+    first = add_agent(auth, "coder")
+    assert live.current().agent(f"Bearer {first}") == "coder"  # made while running: known
+    (auth / AGENTS_FILE).write_text("garbage")
+    assert live.current().agent(f"Bearer {first}") == "coder" and "not JSON" in live.error
+    with pytest.raises(ValueError, match="not JSON"):  # nothing lost: the file is refused
+        add_agent(auth, "other")
+    (auth / AGENTS_FILE).unlink()
+    second = add_agent(auth, "other")
+    assert live.current().agent(f"Bearer {second}") == "other" and not live.error
+    with pytest.raises(WireError, match="not valid"):
+        live.current().agent(f"Bearer {first}")
 
 
 def test_model_names_resolve_through_the_pointers() -> None:
@@ -162,7 +175,7 @@ async def test_an_openai_client_gets_completions_recorded_per_episode_pinned_and
     )
     gateway, gw = build_gateway(
         bus, AgentGatewaySettings(namespace=names.namespace, port=0, max_tokens=32), tokens
-    )
+    )  # the tokens given (the file is tested above)
     messages = [{"role": "user", "content": "$ pytest -q\nFAILED test_clamp"}]
     async with running(sampler), running(gateway):
         await asyncio.wait_for(state.until(lambda s: s.active == first), 60)

@@ -11,6 +11,7 @@ feeding it a copy of the file broken the way that check is meant to catch.
 from __future__ import annotations
 
 import copy
+import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from aios_rl.agents.tokens import AGENTS_FILE
 from aios_rl.cli.auth import ENV_DIR, write_compose
 from aios_rl.stack import SERVICES, by_name
 from contracts import Names
@@ -317,6 +319,10 @@ def test_auth_compose_writes_what_the_compose_file_reads(tmp_path: Path) -> None
     passwords: dict[str, str] = {}
     for name, path in paths:
         assert path.is_file(), f"{name}: {path} was not written"
+        if path.name == AGENTS_FILE:  # the agents' token digests: no secret, read by uid 10001
+            assert json.loads(path.read_text()) == {"agents": {}}
+            assert path.stat().st_mode & 0o777 == 0o644
+            continue
         assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
         if path == config:
             continue

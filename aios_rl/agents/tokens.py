@@ -15,7 +15,16 @@ from pathlib import Path
 
 from .wire import WireError
 
-__all__ = ["AGENTS_FILE", "TOKEN_PREFIX", "Tokens", "add_agent", "new_token", "token_digest"]
+__all__ = [
+    "AGENTS_FILE",
+    "TOKEN_PREFIX",
+    "TokenFile",
+    "Tokens",
+    "add_agent",
+    "new_token",
+    "token_digest",
+    "write_agents",
+]
 
 AGENTS_FILE = "agents.json"
 """The agents' token digests, in a data dir's ``auth/`` folder."""
@@ -55,6 +64,12 @@ class Tokens:
     def agent(self, authorization: str | None) -> str:
         """The agent whose token ``authorization`` (``Bearer <token>``) carries. Raises
         :class:`WireError` 401 otherwise."""
+        if not self.digests:
+            raise WireError(
+                "no agent has a token yet: aios-rl auth agent-token NAME makes one",
+                code="invalid_api_key",
+                status=401,
+            )
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise WireError(
@@ -73,22 +88,54 @@ class Tokens:
         return found
 
 
+class TokenFile:
+    """The agents' token file, read again whenever it changes (a token made while the gateway
+    runs works at once). A missing file is no tokens; a file that does not read keeps the last
+    tokens read and says why in ``error``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._seen: tuple[int, int, int] | None = None
+        self._tokens = Tokens({})
+        self.error = ""
+
+    def current(self) -> Tokens:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            self._seen, self._tokens, self.error = None, Tokens({}), ""
+            return self._tokens
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp != self._seen:
+            try:
+                self._tokens, self.error = Tokens.from_json(self.path.read_text()), ""
+            except (OSError, ValueError) as exc:
+                self.error = str(exc)
+            self._seen = stamp
+        return self._tokens
+
+
+def write_agents(path: Path, digests: dict[str, str]) -> None:
+    """Write the agents' token file in place (the same inode: a container that bind-mounts it
+    sees the change; a reader that catches it half-written keeps its last tokens). 0644: a
+    digest does not give the token, and the gateway's container runs as another user."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"agents": dict(sorted(digests.items()))}, f, indent=2)
+    os.chmod(path, 0o644)
+
+
 def add_agent(auth_dir: Path, name: str) -> str:
     """A new token for agent ``name`` (a new one replaces its old token), its digest written to
-    ``auth_dir / AGENTS_FILE`` (0600, the folder 0700). Returns the token: shown once, never
-    kept. Raises ``ValueError`` for a name that is not letters, digits, ``-`` or ``_``, or a
-    file that does not read."""
+    ``auth_dir / AGENTS_FILE``. Returns the token: shown once, never kept. Raises
+    ``ValueError`` for a name that is not letters, digits, ``-`` or ``_``, or a file that does
+    not read (nothing is written then)."""
     if not name or not all(c.isalnum() or c in "-_" for c in name) or len(name) > 64:
         raise ValueError(f"agent name {name!r}: use up to 64 letters, digits, '-' or '_'")
     path = auth_dir / AGENTS_FILE
     digests = Tokens.from_json(path.read_text()).digests if path.exists() else {}
     token, digest = new_token()
     digests[name] = digest
-    auth_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(auth_dir, 0o700)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"agents": dict(sorted(digests.items()))}, f, indent=2)
-    os.replace(tmp, path)
+    write_agents(path, digests)
     return token

@@ -35,7 +35,7 @@ from pathlib import Path
 from contracts import Names
 from contracts.access import ADMIN
 
-from ..agents.tokens import AGENTS_FILE, add_agent
+from ..agents.tokens import AGENTS_FILE, add_agent, write_agents
 from ..bus import BusError, ConnectError, connect, provision
 from ..stack import SERVICES
 from ..stack.auth import (
@@ -136,6 +136,10 @@ def write_compose(
         _write_private(env_dir / f"{user}.env", _env_text(creds.get(user), extra))
     # The config holds no secret without users; the nats container must read it whatever its uid.
     config.chmod(0o644 if insecure else 0o600)
+    # The agent gateway's token file (no agent yet): compose bind-mounts it, so it must exist.
+    agents = Path(out) / AUTH_DIR / AGENTS_FILE
+    if not agents.exists():
+        write_agents(agents, {})
     return config, env_dir
 
 

@@ -22,9 +22,10 @@ from pathlib import Path
 from contracts import ENVIRONMENTS, Names, topology
 from contracts.subjects import runner_name
 
+from ..agents.tokens import AGENTS_FILE
 from ..bus import BusError, ConnectError, connect, discover, jetstream_ready, provision
 from ..stack import SERVICES
-from ..stack.auth import StackAuth, credentials_env, existing, prepare
+from ..stack.auth import AUTH_DIR, StackAuth, credentials_env, existing, prepare
 from ..stack.natsd import NatsCluster, NatsServer, NatsServerError
 from ..stack.supervisor import Replica, Supervisor, parse_scale, plan
 from ..stack.tls import TlsError
@@ -246,6 +247,10 @@ def _run(args: argparse.Namespace) -> int:
     env = {
         "NATS_URL": url,
         "AIOS_NAMESPACE": args.namespace,
+        # The agent gateway's token file (aios-rl auth agent-token writes it there).
+        "AIOS_TOKENS_FILE": os.environ.get(
+            "AIOS_TOKENS_FILE", str(Path(args.data_dir) / AUTH_DIR / AGENTS_FILE)
+        ),
         "AIOS_LOG_FORMAT": os.environ.get(
             "AIOS_LOG_FORMAT", "console" if sys.stdout.isatty() else "json"
         ),

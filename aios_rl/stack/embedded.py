@@ -41,9 +41,10 @@ from aios_rl.errors import AiosError
 from contracts import Names
 from contracts.subjects import runner_name
 
+from ..agents.tokens import AGENTS_FILE
 from ..bus import Bus, ConnectError, connect, discover, provision
 from ..state.checkpoints import CheckpointRegistry
-from .auth import admin_credentials, credentials_env, prepare
+from .auth import AUTH_DIR, admin_credentials, credentials_env, prepare
 from .natsd import NatsServer, serving_port
 from .services import SERVICES, ServiceEntry
 from .supervisor import Replica, Supervisor, plan
@@ -276,7 +277,13 @@ async def stack(
     with server, open(log_path, "a") as log_file:  # noqa: ASYNC230 - opened once
         sup = Supervisor(
             replicas,
-            env={"NATS_URL": server.url, "AIOS_NAMESPACE": namespace, "AIOS_LOG_FORMAT": "json"},
+            env={
+                "NATS_URL": server.url,
+                "AIOS_NAMESPACE": namespace,
+                "AIOS_LOG_FORMAT": "json",
+                # The agent gateway's token file (aios-rl auth agent-token writes it there).
+                "AIOS_TOKENS_FILE": str(data_dir / AUTH_DIR / AGENTS_FILE),
+            },
             service_env=auth.service_env if auth else {u: credentials_env(None) for u in users},
             out=sys.stdout if verbose else log_file,
             brokers=[server],

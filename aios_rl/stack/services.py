@@ -133,6 +133,14 @@ SERVICES: tuple[ServiceEntry, ...] = (
         scalable=False,  # a session's state lives in the process its URL reaches
     ),
     ServiceEntry(
+        "agent-gateway",
+        "services.agent_gateway",
+        "OpenAI-compatible chat completions by the student for agents you bring (HTTP, port "
+        "8410 or the next free one); tokens from aios-rl auth agent-token",
+        replicas=0,
+        scalable=False,  # an episode's pinned checkpoint and owner live in the process
+    ),
+    ServiceEntry(
         "dashboard",
         "services.dashboard",
         "read-only live view of the bus (HTTP, port 8400 or the next free one) and Prometheus "

@@ -41,7 +41,7 @@ class Gateway:
         self,
         bus: Bus,
         settings: AgentGatewaySettings,
-        tokens: Tokens,
+        tokens: Callable[[], Tokens],
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -66,7 +66,7 @@ class Gateway:
 
     async def models(self, authorization: str | None) -> dict[str, object]:
         """``GET /v1/models``: ``active``, ``last_stable`` and the checkpoints they name now."""
-        self.tokens.agent(authorization)
+        self.tokens().agent(authorization)
         pointers = await self._pointers()
         ids = ["active", "last_stable"]
         if pointers is not None:
@@ -103,7 +103,7 @@ class Gateway:
 
     async def chat(self, body: bytes, *, authorization: str | None, episode: str | None) -> Answer:
         """``POST /v1/chat/completions``, served (streamed or not, the web side decides)."""
-        agent = self.tokens.agent(authorization)
+        agent = self.tokens().agent(authorization)
         req = parse_chat_request(body, max_tokens_cap=self.settings.max_tokens)
         episode_id = (episode or req.user or "").strip()
         if episode_id:

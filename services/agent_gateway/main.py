@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from aios_rl.agents.tokens import Tokens
+from aios_rl.agents.tokens import TokenFile, Tokens
 from aios_rl.bus import Bus, Service, load_settings, run_service
 from aios_rl.httpserve import base_url_of, http_task, listen
 
@@ -15,29 +15,25 @@ from .settings import AgentGatewaySettings
 from .web import build_app
 
 
-def load_tokens(settings: AgentGatewaySettings) -> Tokens:
-    """The agents' token digests from ``tokens_file``. Raises ``ValueError`` with a sentence
-    saying what to do when there is none or it does not read."""
+def token_file(settings: AgentGatewaySettings) -> TokenFile:
+    """The agents' token file ``tokens_file`` names (read again whenever it changes). Raises
+    ``ValueError`` with a sentence saying what to do when none is named."""
     if not settings.tokens_file:
         raise ValueError(
             "tokens_file is required (the agents' token digests, <store>/auth/agents.json: "
             "aios-rl auth agent-token NAME writes it); the endpoint never serves without tokens."
         )
-    path = Path(settings.tokens_file)
-    try:
-        return Tokens.from_json(path.read_text())
-    except OSError as exc:
-        raise ValueError(f"cannot read tokens_file {path}: {exc.strerror}") from None
+    return TokenFile(Path(settings.tokens_file))
 
 
 def build(
     bus: Bus, settings: AgentGatewaySettings, tokens: Tokens | None = None
 ) -> tuple[Service, Gateway]:
     """The agent gateway on ``bus`` (not yet running) and its state; its port is bound already
-    and its URL is in its ``$SRV.INFO`` metadata (``url``). ``tokens``: instead of reading
-    ``tokens_file``. Raises ``OSError`` when the port cannot be bound, ``ValueError`` without
-    tokens."""
-    tokens = tokens if tokens is not None else load_tokens(settings)
+    and its URL is in its ``$SRV.INFO`` metadata (``url``). ``tokens``: instead of the file
+    ``tokens_file`` names. Raises ``OSError`` when the port cannot be bound, ``ValueError``
+    without a token file."""
+    current = (lambda: tokens) if tokens is not None else token_file(settings).current
     sock = listen(
         settings.host, settings.port, service="agent-gateway", fallback=settings.port_fallback
     )
@@ -51,7 +47,7 @@ def build(
         "each episode's calls recorded on the AGENTS stream.",
         metadata={"url": url, "openai_base_url": f"{url}/v1"},
     )
-    gw = Gateway(bus, settings, tokens)
+    gw = Gateway(bus, settings, current)
 
     def listening(base_url: str) -> None:
         gw.base_url = base_url
