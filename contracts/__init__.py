@@ -11,6 +11,10 @@ from .agents import (
     ChatMessage,
     CompletionRequest,
     CompletionResponse,
+    EnvClose,
+    EnvOpen,
+    EnvState,
+    EnvStep,
     FinishReason,
     FunctionCall,
     TokenAlternative,
@@ -175,6 +179,10 @@ MESSAGES: tuple[type[Message], ...] = (
     CompletionRequest,
     CompletionResponse,
     AgentCall,
+    EnvOpen,
+    EnvStep,
+    EnvClose,
+    EnvState,
 )
 """Every message that travels on the bus (one JSON Schema file each)."""
 
@@ -228,7 +236,11 @@ __all__ = [
     "DecodeError",
     "DecodingRegime",
     "EncodeError",
+    "EnvClose",
     "EnvEpochStats",
+    "EnvOpen",
+    "EnvState",
+    "EnvStep",
     "EnvVerdict",
     "Environment",
     "EnvironmentRecipe",

@@ -198,6 +198,8 @@ def runner_access(names: Names, env: str) -> Access:
     return Access(
         user=runner_name(env),
         consumes=(runner_name(env),),
+        # Episodes driven from outside (agents through the agent gateway).
+        serves=(names.env_open(env), names.env_step(env, "*"), names.env_close(env, "*")),
         requests=(names.policy_act(), *((names.sites("*"),) if browser else ())),
         publishes=(names.episode("completed", env),),
         object_writes=(names.bucket(OBJECTS_EVIDENCE),) if browser else (),
@@ -246,7 +248,12 @@ def access(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> dict[s
         Access(user="sampler", serves=(names.policy_act(), names.policy_complete())),
         Access(
             user="agent-gateway",
-            requests=(names.policy_complete(),),
+            requests=(
+                names.policy_complete(),
+                names.env_open("*"),
+                names.env_step("*", "*"),
+                names.env_close("*", "*"),
+            ),
             publishes=(names.agent_call("*"),),
         ),
         *(runner_access(names, env) for env in environments),

@@ -13,12 +13,18 @@ from typing import Any, Literal
 import msgspec
 
 from ._base import Message
+from .episode import EvidenceRef
+from .vocab import Environment, Outcome
 
 __all__ = [
     "AgentCall",
     "ChatMessage",
     "CompletionRequest",
     "CompletionResponse",
+    "EnvClose",
+    "EnvOpen",
+    "EnvState",
+    "EnvStep",
     "FinishReason",
     "FunctionCall",
     "TokenAlternative",
@@ -131,3 +137,72 @@ class AgentCall(Message, frozen=True, kw_only=True):
     response: CompletionResponse
     at: float = 0.0
     """When it was answered (Unix seconds)."""
+
+
+# -- environments driven from outside ---------------------------------------------------------------
+
+
+class EnvOpen(Message, frozen=True, kw_only=True):
+    """Open an episode of ``environment`` for an agent that drives it from outside
+    (``env.open.<environment>``, answered by one of its runners)."""
+
+    SCHEMA = "env_open.v1"
+
+    environment: Environment
+    episode_id: str
+    task_id: str = ""
+    """A stored task; empty: one drawn from ``split`` by ``seed``."""
+    split: str = ""
+    seed: int = 0
+    """Seeds the episode (and the draw from ``split``)."""
+    max_steps: int = 0
+    """Steps the episode may take; 0: the runner's ``max_steps``."""
+    agent: str = ""
+
+
+class EnvStep(Message, frozen=True, kw_only=True):
+    """Take one action (``env.step.<environment>.<instance>``: the runner that holds the
+    episode)."""
+
+    SCHEMA = "env_step.v1"
+
+    session: str
+    action: str
+
+
+class EnvClose(Message, frozen=True, kw_only=True):
+    """End an episode and release it (``env.close.<environment>.<instance>``); the answer is its
+    last state."""
+
+    SCHEMA = "env_close.v1"
+
+    session: str
+
+
+class EnvState(Message, frozen=True, kw_only=True):
+    """An episode driven from outside, as it stands: what the agent sees and, once done, how the
+    environment judged it (the same outcome, reward and evidence as a runner's episode)."""
+
+    SCHEMA = "env_state.v1"
+
+    session: str
+    instance: str
+    """The runner holding the episode: its steps and close go to
+    ``env.step.<environment>.<instance>`` / ``env.close.<environment>.<instance>``."""
+    episode_id: str
+    environment: Environment
+    task_id: str
+    observation: str = ""
+    candidates: list[str] = []
+    """The actions offered now; empty: free text."""
+    steps: int = 0
+    max_steps: int = 0
+    done: bool = False
+    progress: float = 0.0
+    """What the last step did toward solving the task, as the environment measured it."""
+    outcome: Outcome | None = None
+    """Once done: the environment's verdict."""
+    reward: float | None = None
+    info: dict[str, str] = {}
+    evidence: list[EvidenceRef] = []
+    task_info: dict[str, str] = {}

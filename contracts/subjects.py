@@ -119,6 +119,17 @@ class Names:
     def policy_complete(self) -> str:
         return self.subject("policy", "complete")
 
+    def env_open(self, env: str) -> str:
+        """Open an episode of ``env`` driven from outside (its runners share it)."""
+        return self.subject("env", "open", env)
+
+    def env_step(self, env: str, instance: str) -> str:
+        """A step of an episode held by runner ``instance`` of ``env``."""
+        return self.subject("env", "step", env, instance)
+
+    def env_close(self, env: str, instance: str) -> str:
+        return self.subject("env", "close", env, instance)
+
     def agent_call(self, episode_id: str) -> str:
         """An agent's recorded chat completions in one episode (``*``: every episode's)."""
         token = episode_id if episode_id == "*" else _token(episode_id, "episode id")

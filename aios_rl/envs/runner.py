@@ -47,6 +47,11 @@ class RunnerSettings(ServiceSettings):
     """Most actions an episode may take (a job's ``max_steps`` is capped by this)."""
     task_cache: int = 512
     """Tasks kept decoded in memory."""
+    max_sessions: int = 8
+    """Episodes driven from outside (``env.open``) one replica holds at once; opening one more
+    is refused (503) until one closes or idles out."""
+    session_idle_s: float = 600.0
+    """An episode driven from outside with no step for this long is closed."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -59,6 +64,8 @@ class RunnerSettings(ServiceSettings):
             )
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}.")
+        if self.max_sessions < 0 or not self.session_idle_s > 0:
+            raise ValueError("max_sessions must be >= 0 and session_idle_s > 0.")
 
 
 def completed_episode(

@@ -40,6 +40,8 @@ class Runner:
         self.tasks: OrderedDict[str, Any] = OrderedDict()
         self.episodes = 0
         self.outcomes: dict[str, int] = {}
+        self.sessions: Any = None
+        """Episodes driven from outside (``sessions.SessionHandlers``), when served."""
 
     async def task(self, task_id: str) -> Any:
         """The task ``task_id`` (decoded once, then cached; least recently used goes first)."""
@@ -83,8 +85,18 @@ class Runner:
         )
 
     def stats(self) -> dict[str, float]:
+        held = self.sessions.sessions if self.sessions is not None else None
         return {
             "episodes": float(self.episodes),
             "tasks_cached": float(len(self.tasks)),
+            **(
+                {
+                    "sessions_open": float(len(held)),
+                    "sessions_opened": float(held.opened),
+                    "sessions_expired": float(held.expired),
+                }
+                if held is not None
+                else {}
+            ),
             **{f"outcome_{k}": float(v) for k, v in self.outcomes.items()},
         }

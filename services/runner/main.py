@@ -8,11 +8,12 @@ from typing import Any
 from aios_rl.bus import Bus, Service, provision, run_service
 from aios_rl.envs.base import EnvironmentHost, EnvSpec
 from aios_rl.envs.runner import RunnerSettings
-from contracts import RolloutJob, Topology
+from contracts import EnvClose, EnvOpen, EnvState, EnvStep, RolloutJob, Topology
 from contracts.subjects import runner_consumer, runner_name
 
 from . import __version__
 from .handlers import Runner
+from .sessions import SessionHandlers, Sessions
 from .settings import settings_for
 
 __all__ = ["build", "main", "provision_runner", "runner_topology"]
@@ -62,6 +63,29 @@ def build(
         concurrency=settings.concurrency,
         ack_wait_s=settings.ack_wait_s or None,
     )
+    if settings.max_sessions > 0:  # episodes agents drive from outside
+        sessions = runner.sessions = SessionHandlers(
+            host,
+            runner.task,
+            runner.store.list,
+            max_steps=settings.max_steps,
+            sessions=Sessions(max_open=settings.max_sessions, idle_s=settings.session_idle_s),
+        )
+        env, instance = spec.name, sessions.instance
+        for verb, subject, request, handler in (
+            ("env-open", bus.names.env_open(env), EnvOpen, sessions.open),
+            ("env-step", bus.names.env_step(env, instance), EnvStep, sessions.step),
+            ("env-close", bus.names.env_close(env, instance), EnvClose, sessions.close),
+        ):
+            svc.endpoint(
+                verb,
+                subject,
+                request,
+                handler,  # type: ignore[arg-type]
+                concurrency=settings.max_sessions,
+                reply=EnvState,
+            )
+        svc.task(sessions.expire_idle)
     svc.stats(runner.stats)
     return svc, runner
 
@@ -75,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         try:
             await svc.run()
         finally:
+            if runner.sessions is not None:
+                await runner.sessions.close_all()
             await runner.host.aclose()
 
     run_service(runner_name(spec.name), settings, serve)

@@ -1,0 +1,177 @@
+"""Episodes driven from outside: the shell runner on a real nats-server and the real sandbox opens
+an episode for an agent, takes its actions as text and judges it as it judges its own episodes;
+a split's task is drawn by seed; an episode past its step limit is blocked; what cannot be
+served is refused with the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from aios_rl.bus import Bus, RemoteError
+from aios_rl.envs import registry
+from aios_rl.envs.shell.adapter import ShellRunnerSettings
+from aios_rl.envs.shell.episode import SUBMIT
+from aios_rl.envs.shell.generate import generate
+from aios_rl.envs.shell.store import ShellTaskStore as TaskStore
+from aios_rl.envs.shell.verify import RunCache, default_cache_dir
+from contracts import EnvClose, EnvOpen, EnvState, EnvStep, Names
+from services.runner.main import build as build_runner
+
+from .support import running
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def test_an_agent_drives_a_shell_episode_from_outside(bus: Bus, names: Names) -> None:
+    tasks = generate(3, 11, "train", cache=RunCache(default_cache_dir()))
+    await TaskStore(bus).put_all(tasks)
+    settings = ShellRunnerSettings(
+        nats_url="", namespace=names.namespace, max_sessions=2, max_steps=6
+    )
+    svc, runner = build_runner(bus, registry.get("shell"), settings)
+
+    async def ask(subject: str, msg: object) -> EnvState:
+        return await bus.request(subject, msg, EnvState, timeout=60)  # type: ignore[arg-type]
+
+    task = tasks[0]
+    fix = next(e.label for e in task.candidate_edits if e.is_fix)
+    async with running(svc):
+        first = await ask(
+            names.env_open("shell"),
+            EnvOpen(environment="shell", episode_id="ep-1", task_id=task.task_id, agent="coder"),
+        )
+        assert (first.task_id, first.steps, first.done, first.max_steps) == (
+            task.task_id,
+            0,
+            False,
+            6,
+        )
+        assert fix in first.candidates and first.observation and first.task_info
+        step = names.env_step("shell", first.instance)
+        close = names.env_close("shell", first.instance)
+        fixed = await ask(step, EnvStep(session=first.session, action=fix))
+        assert fixed.steps == 1 and not fixed.done and fixed.progress > 0  # the tests moved
+        done = await ask(step, EnvStep(session=first.session, action=SUBMIT))
+        assert (done.done, done.outcome, done.reward) == (True, "success", 1.0)
+        assert done.candidates == [] and done.info
+        with pytest.raises(RemoteError, match="the episode is over") as over:
+            await ask(step, EnvStep(session=first.session, action=SUBMIT))
+        assert over.value.code == "422"
+        last = await ask(close, EnvClose(session=first.session))
+        assert (last.outcome, last.reward) == ("success", 1.0)
+        with pytest.raises(RemoteError, match="no open episode") as gone:
+            await ask(step, EnvStep(session=first.session, action=SUBMIT))
+        assert gone.value.code == "404"
+
+        # A split's task drawn by seed: the same seed, the same task.
+        drawn = [
+            await ask(
+                names.env_open("shell"),
+                EnvOpen(environment="shell", episode_id=f"ep-s{i}", split="train", seed=4),
+            )
+            for i in range(2)
+        ]
+        assert drawn[0].task_id == drawn[1].task_id
+        assert drawn[0].task_id in {t.task_id for t in tasks}
+        # Both slots held: a third is refused until one closes.
+        with pytest.raises(RemoteError) as full:
+            await ask(
+                names.env_open("shell"), EnvOpen(environment="shell", episode_id="x", split="train")
+            )
+        assert full.value.code == "503"
+        # At the step limit the environment judges the episode as it stands (shell: failure).
+        s = drawn[0]
+        state = s
+        while not state.done:
+            state = await ask(step, EnvStep(session=s.session, action="show the failing test"))
+        assert (state.outcome, state.steps, state.reward) == ("failure", 6, 0.0)
+        for d in drawn:
+            await ask(close, EnvClose(session=d.session))
+        for bad, says in (
+            (EnvOpen(environment="shell", episode_id="b1"), "give a task_id"),
+            (EnvOpen(environment="shell", episode_id="b2", split="nope"), "no shell task in split"),
+            (EnvOpen(environment="shell", episode_id="b3", task_id="0" * 64), "no task"),
+        ):
+            with pytest.raises(RemoteError, match=says) as refused:
+                await ask(names.env_open("shell"), bad)
+            assert refused.value.code == "422"
+        stats = runner.stats()
+    assert stats["sessions_open"] == 0 and stats["sessions_opened"] == 3
+
+
+def test_the_sessions_table_closes_idle_episodes_and_keeps_its_bound() -> None:
+    from services.runner.sessions import Session, Sessions
+
+    table = Sessions(max_open=2, idle_s=10)
+    for i, last in enumerate((0.0, 5.0)):
+        table.add(Session(id=f"s{i}", env=None, request=EnvOpen(environment="shell", episode_id="e"),  # type: ignore[arg-type]
+                          task_id="t", max_steps=3, last=last))  # fmt: skip
+    assert not table.has_room() and len(table) == 2
+    assert [s.id for s in table.idle(12.0)] == ["s0"] and table.has_room()
+    assert table.get("s1") is not None and table.expired == 1
+    assert [s.id for s in table.idle(float("inf"))] == ["s1"] and len(table) == 0
+
+
+def test_runner_settings_refuse_a_bad_session_bound() -> None:
+    with pytest.raises(ValueError, match="max_sessions"):
+        ShellRunnerSettings(nats_url="", max_sessions=-1)
+
+
+class Endless:
+    """An environment that never ends by itself (a toy of the protocol)."""
+
+    def __init__(self) -> None:
+        self.observation, self.candidates, self.done, self.closed = "start", ["go"], False, False
+
+    async def step(self, action: str) -> None:
+        self.observation = f"after {action}"
+
+    def result(self) -> object:
+        raise AssertionError("never done")
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class EndlessHost:
+    def __init__(self) -> None:
+        self.envs: list[Endless] = []
+
+    async def open(self, task: object, *, seed: int, max_steps: int) -> Endless:
+        self.envs.append(Endless())
+        return self.envs[-1]
+
+    def task_info(self, task: object) -> dict[str, str]:
+        return {"kind": "toy"}
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_an_episode_that_does_not_end_by_its_limit_is_blocked_and_idle_ones_close() -> None:
+    from services.runner.sessions import SessionHandlers, Sessions
+
+    now = [0.0]
+
+    async def task_of(task_id: str) -> object:
+        return task_id
+
+    async def no_ids(split: str) -> list[str]:
+        return []
+
+    host = EndlessHost()
+    h = SessionHandlers(
+        host, task_of, no_ids, max_steps=3, sessions=Sessions(max_open=4, idle_s=60),  # type: ignore[arg-type]
+        clock=lambda: now[0],
+    )  # fmt: skip
+    s = await h.open(EnvOpen(environment="shell", episode_id="e", task_id="t", max_steps=9))
+    assert s.max_steps == 3  # capped by the runner's
+    states = [await h.step(EnvStep(session=s.session, action="go")) for _ in range(3)]
+    assert [x.done for x in states] == [False, False, True]
+    assert (states[-1].outcome, states[-1].reward) == ("blocked", 0.0)
+    assert "no end within 3 steps" in states[-1].info["reason"]
+    idle = await h.open(EnvOpen(environment="shell", episode_id="f", task_id="t"))
+    now[0] = 100.0
+    for old in h.sessions.idle(now[0]):
+        await old.env.close()
+    assert h.sessions.get(idle.session) is None and host.envs[1].closed
