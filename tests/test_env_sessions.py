@@ -175,3 +175,80 @@ async def test_an_episode_that_does_not_end_by_its_limit_is_blocked_and_idle_one
     for old in h.sessions.idle(now[0]):
         await old.env.close()
     assert h.sessions.get(idle.session) is None and host.envs[1].closed
+
+
+async def test_an_agent_drives_an_episode_over_http_through_the_gateway(
+    bus: Bus, names: Names
+) -> None:
+    import httpx
+
+    from aios_rl.agents.tokens import Tokens, new_token
+    from services.agent_gateway.main import build as build_gateway
+    from services.agent_gateway.settings import AgentGatewaySettings
+
+    tasks = generate(3, 11, "train", cache=RunCache(default_cache_dir()))
+    await TaskStore(bus).put_all(tasks)
+    runner, _ = build_runner(
+        bus,
+        registry.get("shell"),
+        ShellRunnerSettings(nats_url="", namespace=names.namespace, max_sessions=2),
+    )
+    (coder, coder_d), (other, other_d) = new_token(), new_token()
+    gateway, gw = build_gateway(
+        bus,
+        AgentGatewaySettings(namespace=names.namespace, port=0),
+        Tokens({"coder": coder_d, "other": other_d}),
+    )
+    task = tasks[1]
+    fix = next(e.label for e in task.candidate_edits if e.is_fix)
+    mine = {"Authorization": f"Bearer {coder}"}
+    async with running(runner), running(gateway):
+        await gw.listening.wait()
+        async with httpx.AsyncClient(base_url=f"{gw.base_url}/v1", timeout=60) as http:
+            opened = await http.post(
+                "/environments/shell/episodes",
+                json={"task_id": task.task_id, "episode_id": "ep-http"},
+                headers=mine,
+            )
+            assert opened.status_code == 200, opened.text
+            doc = opened.json()
+            assert doc["episode_id"] == "ep-http" and fix in doc["candidates"]
+            for action in (fix, SUBMIT):
+                stepped = await http.post(
+                    "/episodes/ep-http/step", json={"action": action}, headers=mine
+                )
+                assert stepped.status_code == 200, stepped.text
+            end = stepped.json()
+            assert (end["done"], end["outcome"], end["reward"]) == (True, "success", 1.0)
+            assert (await http.get("/episodes/ep-http", headers=mine)).json() == end
+            # Not another agent's, not without a token, not an episode nobody opened.
+            theirs = {"Authorization": f"Bearer {other}"}
+            assert (await http.get("/episodes/ep-http", headers=theirs)).status_code == 403
+            step = await http.post(
+                "/episodes/ep-http/step", json={"action": SUBMIT}, headers=theirs
+            )
+            assert step.status_code == 403 and "another agent" in step.json()["error"]["message"]
+            assert (await http.get("/episodes/ep-http")).status_code == 401
+            assert (await http.get("/episodes/nobody", headers=mine)).status_code == 404
+            # What cannot be served says why.
+            for path, body, status, says in (
+                ("/environments/Bad!/episodes", {"split": "train"}, 400, "environment"),
+                (
+                    "/environments/orchestrator/episodes",
+                    {"split": "train"},
+                    404,
+                    "no runner serves",
+                ),
+                ("/environments/shell/episodes", {"seed": "x"}, 400, "seed"),
+                ("/environments/shell/episodes", {"split": "nope"}, 400, "no shell task in split"),
+            ):
+                r = await http.post(path, json=body, headers=mine)
+                assert r.status_code == status and says in r.json()["error"]["message"], r.text
+            bad = await http.post("/episodes/ep-http/step", json={"act": 1}, headers=mine)
+            assert bad.status_code == 400 and "action" in bad.json()["error"]["message"]
+            closed = await http.delete("/episodes/ep-http", headers=mine)
+            assert closed.status_code == 200 and closed.json()["outcome"] == "success"
+            drawn = await http.post(
+                "/environments/shell/episodes", json={"split": "train", "seed": 2}, headers=mine
+            )
+            assert drawn.status_code == 200 and len(drawn.json()["episode_id"]) == 32

@@ -6,17 +6,29 @@ OpenAI's error object; nothing here crashes on a bad request."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import msgspec
 
 from aios_rl.agents.tokens import Tokens
 from aios_rl.agents.wire import ChatRequest, WireError, parse_chat_request
 from aios_rl.bus import Bus, BusError, NoResponders, RemoteError, RequestTimeout, get_logger
 from aios_rl.state import StateError
 from aios_rl.state.checkpoints import CheckpointRegistry, UnknownCheckpointError
-from contracts import AgentCall, CheckpointPointers, CompletionRequest, CompletionResponse
+from contracts import (
+    AgentCall,
+    CheckpointPointers,
+    CompletionRequest,
+    CompletionResponse,
+    EnvClose,
+    EnvOpen,
+    EnvState,
+    EnvStep,
+)
 
 from .logic import Episodes, resolve_model
 from .settings import AgentGatewaySettings
@@ -114,11 +126,10 @@ class Gateway:
                     f"episode id {episode_id!r}: use letters, digits, '-' or '_'",
                     param="user",
                 ) from None
-            if self.episodes.get(episode_id) is None:
+            pinned = self.episodes.claim(episode_id, agent, lambda: "", self.clock())
+            if not pinned.checkpoint_id:  # its first completion pins it
                 concrete = await self._checkpoint(req.model)
-                pinned = self.episodes.claim(episode_id, agent, lambda: concrete, self.clock())
-            else:
-                pinned = self.episodes.claim(episode_id, agent, lambda: "", self.clock())
+                pinned.checkpoint_id = pinned.checkpoint_id or concrete
             checkpoint = pinned.checkpoint_id
             if req.model not in ("active", "last_stable", checkpoint):
                 raise WireError(
@@ -194,3 +205,104 @@ class Gateway:
             "open_episodes": float(len(self.episodes)),
             "listening": 1.0 if self.listening.is_set() else 0.0,
         }
+
+    # -- environments driven from outside ------------------------------------------------------
+
+    async def env_open(
+        self, environment: str, body: bytes, *, authorization: str | None
+    ) -> EnvState:
+        """``POST /v1/environments/{environment}/episodes``: open an episode of ``environment``
+        (``{"task_id": ...}`` or ``{"split": ..., "seed": ...}``, ``max_steps``, and an
+        ``episode_id`` of the agent's choosing, else one is made) on one of its runners; the
+        episode is the agent's."""
+        agent = self.tokens().agent(authorization)
+        doc = _object(body)
+        try:
+            req = msgspec.convert(
+                {"episode_id": uuid.uuid4().hex, **doc, "environment": environment, "agent": agent},
+                EnvOpen,
+            )
+            self.bus.names.agent_call(req.episode_id)
+        except (msgspec.ValidationError, ValueError) as exc:
+            raise WireError(f"an environment episode: {exc}") from None
+        pinned = self.episodes.claim(req.episode_id, agent, lambda: "", self.clock())
+        if pinned.env is not None and not pinned.env.done:
+            raise WireError(f"episode {req.episode_id} drives an environment already", status=409)
+        state = await self._env(self.bus.names.env_open(environment), req, environment)
+        pinned.env = state
+        return state
+
+    def _owned(self, episode_id: str, authorization: str | None) -> EnvState:
+        agent = self.tokens().agent(authorization)
+        if self.episodes.get(episode_id) is None:
+            raise WireError(f"no open episode {episode_id}", status=404)
+        pinned = self.episodes.claim(episode_id, agent, lambda: "", self.clock())
+        if pinned.env is None:
+            raise WireError(f"episode {episode_id} drives no environment", status=404)
+        return pinned.env
+
+    async def env_step(
+        self, episode_id: str, body: bytes, *, authorization: str | None
+    ) -> EnvState:
+        """``POST /v1/episodes/{episode_id}/step`` with ``{"action": "..."}``."""
+        held = self._owned(episode_id, authorization)
+        action = _object(body).get("action")
+        if not isinstance(action, str):
+            raise WireError("action must be a string", param="action")
+        names = self.bus.names
+        state = await self._env(
+            names.env_step(held.environment, held.instance),
+            EnvStep(session=held.session, action=action),
+            held.environment,
+        )
+        self._keep(episode_id, state)
+        return state
+
+    def env_state(self, episode_id: str, *, authorization: str | None) -> EnvState:
+        """``GET /v1/episodes/{episode_id}``: the episode as it stood after its last step."""
+        return self._owned(episode_id, authorization)
+
+    async def env_close(self, episode_id: str, *, authorization: str | None) -> EnvState:
+        """``DELETE /v1/episodes/{episode_id}``: end it; its last state (the result, once done)."""
+        held = self._owned(episode_id, authorization)
+        names = self.bus.names
+        state = await self._env(
+            names.env_close(held.environment, held.instance),
+            EnvClose(session=held.session),
+            held.environment,
+        )
+        self._keep(episode_id, state)
+        return state
+
+    def _keep(self, episode_id: str, state: EnvState) -> None:
+        pinned = self.episodes.get(episode_id)
+        if pinned is not None:
+            pinned.env = state
+
+    async def _env(
+        self, subject: str, msg: EnvOpen | EnvStep | EnvClose, environment: str
+    ) -> EnvState:
+        try:
+            return await self.bus.request(
+                subject, msg, EnvState, timeout=self.settings.request_timeout_s
+            )
+        except RemoteError as exc:
+            status = {"422": 400, "404": 404, "503": 503}.get(exc.code, 502)
+            raise WireError(f"the {environment} runner: {exc.description}", status=status) from exc
+        except NoResponders as exc:
+            raise WireError(
+                f"no runner serves environment {environment!r} (or holds this episode any more)",
+                status=404,
+            ) from exc
+        except RequestTimeout as exc:
+            raise WireError(f"the {environment} runner did not answer: {exc}", status=504) from exc
+
+
+def _object(body: bytes) -> dict[str, object]:
+    try:
+        doc = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        raise WireError("the body is not JSON") from None
+    if not isinstance(doc, dict):
+        raise WireError("the body must be a JSON object")
+    return doc

@@ -5,8 +5,9 @@ means, which checkpoint an episode is pinned to and whose episode it is.
 (:class:`~aios_rl.agents.tokens.Tokens`: only digests kept, compared in constant time).
 
 **Episodes.** A request tagged with an episode (the ``X-Aios-Episode`` header, else the body's
-``user`` field) belongs to it: the first request of an episode claims it for its agent and pins
-it to the checkpoint its ``model`` names at that moment (``active`` / ``last_stable`` resolved
+``user`` field), or an environment episode the agent opened, belongs to it: the first request of
+an episode claims it for its agent, and its first completion pins it to the checkpoint its
+``model`` names at that moment (``active`` / ``last_stable`` resolved
 once), so a pointer that moves mid-episode never mixes two policies in one trajectory; another
 agent's request for that episode is refused (403). Episodes idle longer than ``idle_s`` are
 forgotten, and at most ``max_open`` are kept (the longest idle go first).
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aios_rl.agents.wire import WireError
-from contracts import CheckpointPointers
+from contracts import CheckpointPointers, EnvState
 
 __all__ = [
     "EPISODE_HEADER",
@@ -42,12 +43,14 @@ def resolve_model(model: str, pointers: CheckpointPointers | None) -> str | None
 
 @dataclass
 class Pinned:
-    """An open episode: its agent, its checkpoint, its calls so far."""
+    """An open episode: its agent, its checkpoint (empty until its first completion), its calls
+    so far, and the environment episode it drives, if any (its latest state)."""
 
     agent: str
     checkpoint_id: str
     calls: int = 0
     last: float = 0.0
+    env: EnvState | None = None
 
 
 class Episodes:
@@ -67,7 +70,7 @@ class Episodes:
         self, episode_id: str, agent: str, checkpoint: Callable[[], str], now: float
     ) -> Pinned:
         """``episode_id`` for ``agent``: the open episode (403 when another agent's), or a new
-        one pinned to ``checkpoint()``."""
+        one pinned to ``checkpoint()`` (empty: pinned at its first completion)."""
         self._forget_idle(now)
         pinned = self._open.get(episode_id)
         if pinned is not None and pinned.agent != agent:

@@ -1,8 +1,11 @@
-"""The agent gateway's HTTP side: OpenAI's ``/v1/chat/completions`` and ``/v1/models``, and
+"""The agent gateway's HTTP side: OpenAI's ``/v1/chat/completions`` and ``/v1/models``;
+environment episodes (``POST /v1/environments/{environment}/episodes``, ``POST
+/v1/episodes/{episode_id}/step``, ``GET`` / ``DELETE /v1/episodes/{episode_id}``); and
 ``/healthz``. Errors are OpenAI's error objects with the status the refusal carries."""
 
 from __future__ import annotations
 
+import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -10,7 +13,7 @@ from starlette.routing import Route
 
 from aios_rl.agents.wire import WireError, completion_body, error_body, stream_events
 from aios_rl.bus import get_logger
-from contracts import CompletionResponse
+from contracts import CompletionResponse, EnvState
 
 from .handlers import Gateway
 from .logic import EPISODE_HEADER
@@ -43,13 +46,9 @@ def build_app(gw: Gateway) -> Starlette:
             return refuse(err, "models")
 
     async def chat(request: Request) -> Response:
-        body = b""
-        async for part in request.stream():
-            body += part
-            if len(body) > MAX_BODY_BYTES:
-                return refuse(
-                    WireError(f"the body is over {MAX_BODY_BYTES} bytes", status=413), "chat"
-                )
+        body = await read(request)
+        if isinstance(body, JSONResponse):
+            return body
         try:
             answer = await gw.chat(
                 body,
@@ -74,6 +73,59 @@ def build_app(gw: Gateway) -> Starlette:
             return StreamingResponse(send(), media_type="text/event-stream")
         return JSONResponse(completion_body(answer.request, answer.response, **envelope))  # type: ignore[arg-type]
 
+    async def read(request: Request) -> bytes | JSONResponse:
+        body = b""
+        async for part in request.stream():
+            body += part
+            if len(body) > MAX_BODY_BYTES:
+                return refuse(
+                    WireError(f"the body is over {MAX_BODY_BYTES} bytes", status=413), "body"
+                )
+        return body
+
+    def state(doc: EnvState) -> JSONResponse:
+        return JSONResponse(msgspec.to_builtins(doc))
+
+    async def env_open(request: Request) -> Response:
+        body = await read(request)
+        if isinstance(body, JSONResponse):
+            return body
+        try:
+            return state(
+                await gw.env_open(
+                    request.path_params["environment"],
+                    body,
+                    authorization=request.headers.get("authorization"),
+                )
+            )
+        except WireError as err:
+            return refuse(err, "env_open")
+
+    async def env_step(request: Request) -> Response:
+        body = await read(request)
+        if isinstance(body, JSONResponse):
+            return body
+        try:
+            return state(
+                await gw.env_step(
+                    request.path_params["episode_id"],
+                    body,
+                    authorization=request.headers.get("authorization"),
+                )
+            )
+        except WireError as err:
+            return refuse(err, "env_step")
+
+    async def env_episode(request: Request) -> Response:
+        episode = request.path_params["episode_id"]
+        auth = request.headers.get("authorization")
+        try:
+            if request.method == "DELETE":
+                return state(await gw.env_close(episode, authorization=auth))
+            return state(gw.env_state(episode, authorization=auth))
+        except WireError as err:
+            return refuse(err, "env_episode")
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})
 
@@ -81,6 +133,9 @@ def build_app(gw: Gateway) -> Starlette:
         routes=[
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/environments/{environment}/episodes", env_open, methods=["POST"]),
+            Route("/v1/episodes/{episode_id}/step", env_step, methods=["POST"]),
+            Route("/v1/episodes/{episode_id}", env_episode, methods=["GET", "DELETE"]),
             Route("/healthz", healthz, methods=["GET"]),
         ]
     )
