@@ -154,6 +154,47 @@ async def test_the_engines_tokens_are_the_trainers(engine: LMEngine, lm: LMStude
 
 @needs_engine
 @ON_MODULE_LOOP
+async def test_the_engine_writes_completions_as_the_student_scores_them(
+    engine: LMEngine, lm: LMStudent
+) -> None:
+    """``policy.complete`` through the engine: an agent's conversation (the chat template's
+    token ids), seeded completions whose tokens' log-probs are the trainer's, top alternatives
+    sorted, stop strings cut the text, the first greedy token the model's most likely."""
+    engine.register("base", lm)
+    prompt = lm.chat_prompt_ids([{"role": "user", "content": SHELL}])
+    outs = await asyncio.gather(
+        *(
+            engine.complete("base", prompt, Regime(0.8), max_tokens=16, seed=s, top_logprobs=3)
+            for s in range(3)
+        )
+    )
+    again = await engine.complete(
+        "base", prompt, Regime(0.8), max_tokens=16, seed=0, top_logprobs=3
+    )
+    assert again.token_ids == outs[0].token_ids  # seeded
+    decision = Decision("ignored", prompt_ids=tuple(prompt))
+    ev = lm.evaluate([decision] * 3, [tuple(o.token_ids) for o in outs])
+    for i, o in enumerate(outs):
+        assert o.token_ids and len(o.token_logprobs) == len(o.top_logprobs) == len(o.token_ids)
+        assert o.finish_reason in ("stop", "length") and len(o.token_ids) <= 16
+        trainer = ev.logprobs[i][ev.mask[i]]
+        assert (trainer - torch.tensor(o.token_logprobs)).abs().max() < 1e-3
+        for row in o.top_logprobs:
+            assert len(row) == 3 and row[0][1] >= row[1][1] >= row[2][1]
+    long = max(outs, key=lambda o: len(o.text))
+    assert len(long.text) >= 4, long
+    stop = long.text[2:4]
+    seed = outs.index(long)
+    cut = await engine.complete("base", prompt, Regime(0.8), max_tokens=16, seed=seed, stop=[stop])
+    assert (cut.text, cut.finish_reason) == (long.text[: long.text.find(stop)], "stop")
+    greedy = await engine.complete("base", prompt, Regime(0.01), max_tokens=4)
+    with torch.no_grad():
+        logits = lm.lm(input_ids=torch.tensor([prompt])).logits[0, -1]
+    assert greedy.token_ids[0] == int(logits.argmax())
+
+
+@needs_engine
+@ON_MODULE_LOOP
 async def test_a_lora_move_is_served_at_once(engine: LMEngine, lm: LMStudent) -> None:
     engine.register("before", lm)
     after = _moved(lm, seed=1)

@@ -330,6 +330,94 @@ class LMEngine:
             token_logprobs=token_logps,
         )
 
+    async def complete(
+        self,
+        checkpoint_id: str,
+        prompt_ids: Sequence[int],
+        regime: Regime,
+        *,
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+        top_logprobs: int = 0,
+    ) -> Any:
+        """One chat completion after ``prompt_ids`` (an agent's conversation through the chat
+        template) under the checkpoint's adapter: the same ``Completion`` as the student's own
+        :meth:`~aios_rl.student.hf.HFStudent.complete` (tokens, raw log-probs, the text cut
+        before a stop string, ``stop`` or ``length``), continuously batched with every other
+        request."""
+        if self._engine is None:
+            raise EngineError("the engine is not started")
+        adapter = self._adapters.get(checkpoint_id)
+        if adapter is None:
+            raise EngineError(f"checkpoint {checkpoint_id} is not registered with the engine")
+        student = self._students[checkpoint_id]
+        from vllm import SamplingParams
+
+        from .hf import Completion
+
+        prompt = [int(t) for t in prompt_ids]
+        limit = min(max_tokens, self.config.max_model_len - len(prompt))
+        if limit < 1:
+            raise StudentError(
+                f"the prompt takes {len(prompt)} tokens, leaving no room to write within the "
+                f"engine's {self.config.max_model_len}"
+            )
+        params = SamplingParams(
+            **sampling_settings(
+                regime,
+                greedy_temperature=student.config.greedy_temperature,
+                max_tokens=limit,
+                seed=seed,
+            ),
+            logprobs=max(top_logprobs, 1),
+            stop=list(stop) or None,
+            stop_token_ids=[student.eos_id],
+        )
+        began = time.monotonic()
+        self.stats.in_flight += 1
+        self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+        try:
+            final = None
+            async for update in self._engine.generate(
+                {"prompt_token_ids": prompt},
+                params,
+                request_id=f"{checkpoint_id}-c{next(self._requests)}",
+                lora_request=adapter.request,
+            ):
+                final = update
+        finally:
+            self.stats.in_flight -= 1
+        if final is None or not final.outputs:
+            raise EngineError("the engine returned no output")
+        out = final.outputs[0]
+        ids = [int(t) for t in out.token_ids]
+        rows = list(out.logprobs or [])
+        if len(rows) != len(ids):
+            raise EngineError(f"{len(ids)} tokens but {len(rows)} log-prob rows")
+        logps = [float(row[t].logprob) for row, t in zip(rows, ids, strict=True)]
+        tops = (
+            [
+                sorted(((int(k), float(v.logprob)) for k, v in row.items()), key=lambda kv: -kv[1])[
+                    :top_logprobs
+                ]
+                for row in rows
+            ]
+            if top_logprobs > 0
+            else []
+        )
+        self.stats.requests += 1
+        self.stats.tokens += len(ids)
+        self.stats.generate_s += time.monotonic() - began
+        ended = out.finish_reason == "stop" or (ids and ids[-1] == student.eos_id)
+        return Completion(
+            token_ids=ids,
+            token_logprobs=logps,
+            text=out.text,
+            finish_reason="stop" if ended else "length",
+            top_logprobs=tops,
+        )
+
     async def close(self) -> None:
         """Stop the engine's processes and remove the adapters' files."""
         engine, self._engine = self._engine, None

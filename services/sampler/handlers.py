@@ -274,17 +274,22 @@ class Sampler:
             )
             # Temperature 0 is greedy: below the student's greedy threshold.
             regime = Regime(temperature=max(req.temperature, 1e-4), top_p=req.top_p)
-            out = await asyncio.to_thread(
-                complete,
-                prompt,
-                regime,
-                max_tokens=req.max_tokens,
-                stop=tuple(req.stop),
-                seed=req.seed,
-                top_logprobs=req.top_logprobs,
-            )
+            options = {
+                "max_tokens": req.max_tokens,
+                "stop": tuple(req.stop),
+                "seed": req.seed,
+                "top_logprobs": req.top_logprobs,
+            }
+            engine = self.engine
+            if engine is not None and checkpoint in engine:
+                # The engine batches every agent's completions with the runners' actions.
+                out = await engine.complete(checkpoint, prompt, regime, **options)  # type: ignore[arg-type]
+            else:
+                out = await asyncio.to_thread(complete, prompt, regime, **options)
         except UnknownCheckpointError as exc:
             raise ServiceError("404", str(exc)) from exc
+        except EngineError as exc:
+            raise ServiceError("503", f"inference engine: {exc}") from exc
         except StudentError as exc:
             raise PermanentError(str(exc)) from exc
         except RegistryError as exc:
