@@ -253,18 +253,52 @@ class LMEngine:
     def __contains__(self, checkpoint_id: str) -> bool:
         return checkpoint_id in self._adapters
 
+    def _served(self, checkpoint_id: str) -> Any:
+        """The student registered as ``checkpoint_id``. Raises ``EngineError`` otherwise."""
+        if self._engine is None:
+            raise EngineError("the engine is not started")
+        if checkpoint_id not in self._adapters:
+            raise EngineError(f"checkpoint {checkpoint_id} is not registered with the engine")
+        return self._students[checkpoint_id]
+
+    async def _generate(
+        self, checkpoint_id: str, prompt: list[int], params: Any
+    ) -> tuple[Any, list[int], list[Any]]:
+        """One request to the engine under the checkpoint's adapter: its output, the token ids
+        and each token's log-prob row (checked to match); counted in :attr:`stats`."""
+        began = time.monotonic()
+        self.stats.in_flight += 1
+        self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+        try:
+            final = None
+            async for update in self._engine.generate(
+                {"prompt_token_ids": prompt},
+                params,
+                request_id=f"{checkpoint_id}-{next(self._requests)}",
+                lora_request=self._adapters[checkpoint_id].request,
+            ):
+                final = update
+        finally:
+            self.stats.in_flight -= 1
+        if final is None or not final.outputs:
+            raise EngineError("the engine returned no output")
+        out = final.outputs[0]
+        ids = [int(t) for t in out.token_ids]
+        rows = list(out.logprobs or [])
+        if len(rows) != len(ids):
+            raise EngineError(f"{len(ids)} tokens but {len(rows)} log-prob rows")
+        self.stats.requests += 1
+        self.stats.tokens += len(ids)
+        self.stats.generate_s += time.monotonic() - began
+        return out, ids, rows
+
     async def act(
         self, checkpoint_id: str, decision: Decision, regime: Regime, *, want_hidden: bool = False
     ) -> ActOutput:
         """The checkpoint's action on one free-text decision (see the module docstring)."""
-        if self._engine is None:
-            raise EngineError("the engine is not started")
-        adapter = self._adapters.get(checkpoint_id)
-        if adapter is None:
-            raise EngineError(f"checkpoint {checkpoint_id} is not registered with the engine")
+        student = self._served(checkpoint_id)
         if decision.candidates:
             raise EngineError("the engine writes free text; score candidates in process")
-        student = self._students[checkpoint_id]
         from vllm import SamplingParams
 
         prompt = student.prompt_ids(decision)
@@ -284,34 +318,11 @@ class LMEngine:
             logprobs=self.config.top_logprobs,
             stop_token_ids=[student.eos_id],
         )
-        began = time.monotonic()
-        self.stats.in_flight += 1
-        self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
-        try:
-            final = None
-            async for update in self._engine.generate(
-                {"prompt_token_ids": prompt},
-                params,
-                request_id=f"{checkpoint_id}-{next(self._requests)}",
-                lora_request=adapter.request,
-            ):
-                final = update
-        finally:
-            self.stats.in_flight -= 1
-        if final is None or not final.outputs:
-            raise EngineError("the engine returned no output")
-        out = final.outputs[0]
-        ids = [int(t) for t in out.token_ids]
-        per_token = list(out.logprobs or [])
-        if len(per_token) != len(ids):
-            raise EngineError(f"{len(ids)} tokens but {len(per_token)} log-prob rows")
+        _, ids, per_token = await self._generate(checkpoint_id, prompt, params)
         token_logps = [float(row[t].logprob) for row, t in zip(per_token, ids, strict=True)]
         entropies = [
             top_logprob_entropy([float(v.logprob) for v in row.values()]) for row in per_token
         ]
-        self.stats.requests += 1
-        self.stats.tokens += len(ids)
-        self.stats.generate_s += time.monotonic() - began
         text_ids = ids[:-1] if ids and ids[-1] == student.eos_id else ids
         text = student.tokenizer.decode(text_ids, skip_special_tokens=True)
         value, hidden = 0.0, []
@@ -346,12 +357,7 @@ class LMEngine:
         :meth:`~aios_rl.student.hf.HFStudent.complete` (tokens, raw log-probs, the text cut
         before a stop string, ``stop`` or ``length``), continuously batched with every other
         request."""
-        if self._engine is None:
-            raise EngineError("the engine is not started")
-        adapter = self._adapters.get(checkpoint_id)
-        if adapter is None:
-            raise EngineError(f"checkpoint {checkpoint_id} is not registered with the engine")
-        student = self._students[checkpoint_id]
+        student = self._served(checkpoint_id)
         from vllm import SamplingParams
 
         from .hf import Completion
@@ -374,27 +380,7 @@ class LMEngine:
             stop=list(stop) or None,
             stop_token_ids=[student.eos_id],
         )
-        began = time.monotonic()
-        self.stats.in_flight += 1
-        self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
-        try:
-            final = None
-            async for update in self._engine.generate(
-                {"prompt_token_ids": prompt},
-                params,
-                request_id=f"{checkpoint_id}-c{next(self._requests)}",
-                lora_request=adapter.request,
-            ):
-                final = update
-        finally:
-            self.stats.in_flight -= 1
-        if final is None or not final.outputs:
-            raise EngineError("the engine returned no output")
-        out = final.outputs[0]
-        ids = [int(t) for t in out.token_ids]
-        rows = list(out.logprobs or [])
-        if len(rows) != len(ids):
-            raise EngineError(f"{len(ids)} tokens but {len(rows)} log-prob rows")
+        out, ids, rows = await self._generate(checkpoint_id, prompt, params)
         logps = [float(row[t].logprob) for row, t in zip(rows, ids, strict=True)]
         tops = (
             [
@@ -406,9 +392,6 @@ class LMEngine:
             if top_logprobs > 0
             else []
         )
-        self.stats.requests += 1
-        self.stats.tokens += len(ids)
-        self.stats.generate_s += time.monotonic() - began
         ended = out.finish_reason == "stop" or (ids and ids[-1] == student.eos_id)
         return Completion(
             token_ids=ids,
