@@ -11,7 +11,8 @@ checkpoint stays active.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 from aios_rl.agents.wire import split_tool_calls, template_messages
 from aios_rl.bus import PermanentError, ServiceError, get_logger
@@ -38,6 +39,22 @@ from .logic import Batcher, LruCache
 from .settings import SamplerSettings
 
 Job = tuple[Decision, Regime, bool]
+
+
+@contextlib.contextmanager
+def _as_replies() -> Iterator[None]:
+    """What serving a request raised, as the error reply it is: 404 an unknown checkpoint, 503
+    the engine or the registry unavailable, 422 a request the student refuses."""
+    try:
+        yield
+    except UnknownCheckpointError as exc:
+        raise ServiceError("404", str(exc)) from exc
+    except EngineError as exc:
+        raise ServiceError("503", f"inference engine: {exc}") from exc
+    except StudentError as exc:
+        raise PermanentError(str(exc)) from exc
+    except RegistryError as exc:
+        raise ServiceError("503", f"registry unavailable: {exc}") from exc
 
 
 class Sampler:
@@ -214,7 +231,7 @@ class Sampler:
             raise ServiceError(
                 "503", "no active checkpoint yet: the trainer stores the initial one at start-up"
             )
-        try:
+        with _as_replies():
             model = await self.model(checkpoint)
             try:
                 decision, regime = decision_for(
@@ -231,14 +248,6 @@ class Sampler:
                 out = await engine.act(checkpoint, decision, regime, want_hidden=req.want_hidden)
             else:
                 out = await self.batcher.submit(checkpoint, (decision, regime, req.want_hidden))
-        except UnknownCheckpointError as exc:
-            raise ServiceError("404", str(exc)) from exc
-        except EngineError as exc:
-            raise ServiceError("503", f"inference engine: {exc}") from exc
-        except StudentError as exc:
-            raise PermanentError(str(exc)) from exc
-        except RegistryError as exc:
-            raise ServiceError("503", f"registry unavailable: {exc}") from exc
         return response_for(out, checkpoint_id=checkpoint, want_hidden=req.want_hidden)
 
     async def complete(self, req: CompletionRequest) -> CompletionResponse:
@@ -259,7 +268,7 @@ class Sampler:
             raise ServiceError(
                 "503", "no active checkpoint yet: the trainer stores the initial one at start-up"
             )
-        try:
+        with _as_replies():
             model = await self.model(checkpoint)
             complete = getattr(model, "complete", None)
             if complete is None:
@@ -286,14 +295,6 @@ class Sampler:
                 out = await engine.complete(checkpoint, prompt, regime, **options)  # type: ignore[arg-type]
             else:
                 out = await asyncio.to_thread(complete, prompt, regime, **options)
-        except UnknownCheckpointError as exc:
-            raise ServiceError("404", str(exc)) from exc
-        except EngineError as exc:
-            raise ServiceError("503", f"inference engine: {exc}") from exc
-        except StudentError as exc:
-            raise PermanentError(str(exc)) from exc
-        except RegistryError as exc:
-            raise ServiceError("503", f"registry unavailable: {exc}") from exc
         alternatives = {t for alts in out.top_logprobs for t, _ in alts}
         texts = await asyncio.to_thread(
             model.token_texts,  # type: ignore[attr-defined]
