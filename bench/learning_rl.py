@@ -501,6 +501,8 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
             verdict += f"; GRPO alone (`grpo`, also reward only) {grpo:+.3f}: " + (
                 "above untrained beyond noise" if grpo > 0 else "not above untrained beyond noise"
             )
+            if env.startswith("browser"):
+                verdict += " (browser episodes learn by GRPO alone by default: `--env-recipe`)"
         lines.append(f"- {env}: {verdict}")
     return "\n".join(lines) + "\n", {"title": lines[0][2:], "sources": sorted(results), **summary}
 

@@ -163,7 +163,8 @@ def test_learning_rl_combine_keeps_each_variants_latest_run_and_the_goal_per_env
         "shell": {"rl": _variant(0.1, 0.3, 0.12)},
     }
     mw = {"date": "2026-01-15", "browser-miniwob": {"rl": _variant(0.3, 0.2, -0.2)}}
-    md, payload = combine({"b.json": new, "a.json": old, "m.json": mw})
+    sites = {"date": "2026-01-16", "browser-sites": {"grpo": _variant(0.0, 0.1, 0.02)}}
+    md, payload = combine({"b.json": new, "a.json": old, "m.json": mw, "s.json": sites})
     assert payload["shell"]["rl"]["source"] == "b.json, code abc123"  # the later run, its commit
     assert payload["shell"]["grpo"]["source"] == "a.json"  # kept: no later run of it
     assert payload["shell"]["rl_only_paired_ci_low"] == 0.12
@@ -173,6 +174,9 @@ def test_learning_rl_combine_keeps_each_variants_latest_run_and_the_goal_per_env
     assert "(`grpo`, also reward only) -0.100: not above untrained beyond noise" in md
     assert "- browser-miniwob: `rl_only_paired_ci_low` -0.200: **not met**\n" in md
     assert "- orchestrator: not measured yet" in md
+    # The browser's own recipe is GRPO alone: its row says so (shell's does not).
+    assert "- browser-sites: not measured yet; GRPO alone (`grpo`, also reward only) +0.020: " in md
+    assert md.count("browser episodes learn by GRPO alone by default") == 1
     assert "| shell | rl+oracle-distill | (not measured yet) |" in md
     assert "| 0.100 -> 0.300 |" in md  # the mean held-out reward, partial credit included
     assert "gave no hint" not in md  # no per-update record: nothing is claimed
