@@ -285,3 +285,44 @@ def test_the_conversation_reaches_the_chat_template_in_openai_shape() -> None:
         {"cmd": "ls"}, "not json"
     ]  # fmt: skip
     assert out[2] == {"role": "tool", "content": "a.py", "name": "run", "tool_call_id": "c1"}
+
+
+def _call(index: int, at: float, text: str = "ls", checkpoint: str = "ck-1", **kw: Any) -> Any:
+    from contracts import AgentCall, CompletionRequest
+
+    request = CompletionRequest(
+        request_id=f"r{index}",
+        checkpoint_id=checkpoint,
+        messages=[
+            ChatMessage(role="system", content="fix it"),
+            ChatMessage(role="user", content=f"turn {index}"),
+            ChatMessage(role="assistant", content="earlier"),
+        ],
+    )
+    response = _resp(checkpoint_id=checkpoint, text=text, prompt_ids=[7, index], **kw)
+    return AgentCall(
+        episode_id="e", index=index, agent="a", request=request, response=response, at=at
+    )
+
+
+def test_an_agents_calls_become_its_trajectory_credited_by_its_moves() -> None:
+    from aios_rl.agents.episodes import EnvMove, agent_trajectory
+
+    calls = [_call(1, 20.0, text="cat a.py"), _call(0, 10.0)]
+    moves = [EnvMove(5.0, "x", 0.1), EnvMove(15.0, "ls", 0.25), EnvMove(25.0, "cat", -0.5)]
+    checkpoint, steps = agent_trajectory(calls, moves)
+    assert checkpoint == "ck-1" and [s.index for s in steps] == [0, 1]
+    assert [s.action for s in steps] == ["ls", "cat a.py"]
+    assert [s.observation for s in steps] == ["turn 0", "turn 1"]  # the last non-assistant turn
+    assert [s.progress for s in steps] == [0.35, -0.5]  # a move before any call: the first's
+    assert steps[0].prompt_ids == [7, 0] and steps[0].token_ids == [1, 2, 3, 4]
+    assert steps[0].logprob == pytest.approx(-0.65)
+    call = ToolCall(id="c", function=FunctionCall(name="run", arguments='{"cmd":"ls"}'))
+    _, (tool,) = agent_trajectory([_call(0, 1.0, text="", tool_calls=[call])])
+    assert json.loads(tool.action)[0]["function"]["name"] == "run"
+    with pytest.raises(ValueError, match="nothing"):
+        agent_trajectory([])
+    with pytest.raises(ValueError, match="2 checkpoints"):
+        agent_trajectory([_call(0, 1.0), _call(1, 2.0, checkpoint="ck-2")])
+    with pytest.raises(ValueError, match="calls missing"):
+        agent_trajectory([_call(0, 1.0), _call(2, 2.0)])

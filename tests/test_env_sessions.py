@@ -168,6 +168,8 @@ async def test_an_episode_that_does_not_end_by_its_limit_is_blocked_and_idle_one
     assert s.max_steps == 3  # capped by the runner's
     states = [await h.step(EnvStep(session=s.session, action="go")) for _ in range(3)]
     assert [x.done for x in states] == [False, False, True]
+    held = h.sessions.get(s.session)
+    assert held is not None and [m.action for m in held.moves] == ["go"] * 3
     assert (states[-1].outcome, states[-1].reward) == ("blocked", 0.0)
     assert "no end within 3 steps" in states[-1].info["reason"]
     idle = await h.open(EnvOpen(environment="shell", episode_id="f", task_id="t"))

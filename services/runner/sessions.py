@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aios_rl.agents.episodes import EnvMove
 from aios_rl.bus import PermanentError, ServiceError, get_logger
 from aios_rl.envs.base import Environment, EnvironmentHost, EnvResult
 from contracts import EnvClose, EnvOpen, EnvState, EnvStep
@@ -40,6 +41,9 @@ class Session:
     last: float = 0.0
     result: EnvResult | None = None
     """Set once done (the environment's, or ``blocked`` at the step limit)."""
+    moves: list[EnvMove] = field(default_factory=list)
+    """The actions taken, with when and what they did (an agent's episode is credited by
+    them)."""
 
 
 def state_of(s: Session, instance: str) -> EnvState:
@@ -179,6 +183,7 @@ class SessionHandlers:
             await s.env.step(req.action)
             s.steps += 1
             s.progress = float(getattr(s.env, "progress", 0.0) or 0.0)
+            s.moves.append(EnvMove(time.time(), req.action, s.progress))
             if s.env.done:
                 s.result = s.env.result()
             elif s.steps >= s.max_steps:
