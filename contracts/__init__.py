@@ -8,6 +8,7 @@ from ._base import Message
 from .agentbench import AgentBenchDbTask, AgentBenchOsTask, DbTable, OsMatch, OsScript
 from .agents import (
     AgentCall,
+    AgentEpisode,
     ChatMessage,
     CompletionRequest,
     CompletionResponse,
@@ -183,6 +184,7 @@ MESSAGES: tuple[type[Message], ...] = (
     EnvStep,
     EnvClose,
     EnvState,
+    AgentEpisode,
 )
 """Every message that travels on the bus (one JSON Schema file each)."""
 
@@ -206,6 +208,7 @@ __all__ = [
     "AgentBenchDbTask",
     "AgentBenchOsTask",
     "AgentCall",
+    "AgentEpisode",
     "Algorithm",
     "BranchInfo",
     "BranchOrder",

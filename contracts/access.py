@@ -200,7 +200,11 @@ def runner_access(names: Names, env: str) -> Access:
         consumes=(runner_name(env),),
         # Episodes driven from outside (agents through the agent gateway).
         serves=(names.env_open(env), names.env_step(env, "*"), names.env_close(env, "*")),
-        requests=(names.policy_act(), *((names.sites("*"),) if browser else ())),
+        requests=(
+            names.policy_act(),
+            names.agent_attach(),
+            *((names.sites("*"),) if browser else ()),
+        ),
         publishes=(names.episode("completed", env),),
         object_writes=(names.bucket(OBJECTS_EVIDENCE),) if browser else (),
     )
@@ -248,6 +252,7 @@ def access(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> dict[s
         Access(user="sampler", serves=(names.policy_act(), names.policy_complete())),
         Access(
             user="agent-gateway",
+            serves=(names.agent_attach(),),
             requests=(
                 names.policy_complete(),
                 names.env_open("*"),

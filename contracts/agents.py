@@ -18,6 +18,7 @@ from .vocab import Environment, Outcome
 
 __all__ = [
     "AgentCall",
+    "AgentEpisode",
     "ChatMessage",
     "CompletionRequest",
     "CompletionResponse",
@@ -206,3 +207,20 @@ class EnvState(Message, frozen=True, kw_only=True):
     info: dict[str, str] = {}
     evidence: list[EvidenceRef] = []
     task_info: dict[str, str] = {}
+
+
+class AgentEpisode(Message, frozen=True, kw_only=True):
+    """A runner hands an episode to the agent it starts (``agent.attach``, answered by the agent
+    gateway with the same message): the episode is that agent's, its completions are answered by
+    ``checkpoint_id`` whatever model the agent names, and its environment episode is ``env``."""
+
+    SCHEMA = "agent_episode.v1"
+
+    episode_id: str
+    agent: str
+    checkpoint_id: str = ""
+    """The checkpoint the rollout job asked for; empty, ``active`` or ``last_stable``: the one
+    ``active`` names at the episode's first completion."""
+    env: EnvState | None = None
+    gateway_url: str = ""
+    """In the answer: the gateway's base URL (``<url>/v1`` is the agent's OpenAI base URL)."""

@@ -167,6 +167,16 @@ CHANNELS: tuple[Channel, ...] = (
         reply="env_state.v1",
     ),
     Channel(
+        "agentAttach",
+        "agent.attach",
+        "agent_episode.v1",
+        ("<environment>-runner",),
+        ("agent-gateway",),
+        "A runner hands an episode to the agent it starts: the agent's, pinned to the job's "
+        "checkpoint, driving the runner's environment episode.",
+        reply="agent_episode.v1",
+    ),
+    Channel(
         "agentCall",
         "agent.call.{episode_id}",
         "agent_call.v1",

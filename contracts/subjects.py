@@ -130,6 +130,10 @@ class Names:
     def env_close(self, env: str, instance: str) -> str:
         return self.subject("env", "close", env, instance)
 
+    def agent_attach(self) -> str:
+        """A runner hands an episode to the agent it starts (the agent gateway answers)."""
+        return self.subject("agent", "attach")
+
     def agent_call(self, episode_id: str) -> str:
         """An agent's recorded chat completions in one episode (``*``: every episode's)."""
         token = episode_id if episode_id == "*" else _token(episode_id, "episode id")

@@ -58,6 +58,7 @@ def _pattern(subject: str) -> re.Pattern[str]:
         lambda n: n.policy_act(),
         lambda n: n.policy_complete(),
         lambda n: n.agent_call("ep-1"),
+        lambda n: n.agent_attach(),
         lambda n: n.env_open("shell"),
         lambda n: n.env_step("shell", "r1a2"),
         lambda n: n.env_close("browser", "r1a2"),

@@ -47,6 +47,19 @@ class RunnerSettings(ServiceSettings):
     """Most actions an episode may take (a job's ``max_steps`` is capped by this)."""
     task_cache: int = 512
     """Tasks kept decoded in memory."""
+    agent_cmd: str = ""
+    """Your agent: a command the runner starts for every job, which plays the job's episode
+    itself through the agent gateway (``docs/agents.md``: ``OPENAI_BASE_URL``,
+    ``OPENAI_API_KEY``, ``AIOS_EPISODE_ID``, ``AIOS_ENV_URL`` in its environment), instead of
+    the runner asking ``policy.act`` for each step. Empty: the runner's own loop."""
+    agent_name: str = "agent"
+    """The agent's name (its token's) in the gateway's record."""
+    agent_token: str = ""
+    """The agent's token for the gateway (``aios-rl auth agent-token``; env
+    ``AIOS_AGENT_TOKEN``), handed to the agent as ``OPENAI_API_KEY``."""
+    agent_timeout_s: float = 600.0
+    """Longest an agent may take over one episode (then it is stopped and the episode judged
+    as it stands)."""
     max_sessions: int = 8
     """Episodes driven from outside (``env.open``) one replica holds at once; opening one more
     is refused (503) until one closes or idles out."""
@@ -66,6 +79,13 @@ class RunnerSettings(ServiceSettings):
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}.")
         if self.max_sessions < 0 or not self.session_idle_s > 0:
             raise ValueError("max_sessions must be >= 0 and session_idle_s > 0.")
+        if self.agent_cmd and (self.max_sessions < 1 or not self.agent_token):
+            raise ValueError(
+                "agent_cmd needs max_sessions >= 1 (the agent's episodes are sessions) and "
+                "agent_token (aios-rl auth agent-token NAME)."
+            )
+        if not self.agent_timeout_s > 0:
+            raise ValueError(f"agent_timeout_s must be > 0, got {self.agent_timeout_s}.")
 
 
 def completed_episode(

@@ -16,11 +16,20 @@ import msgspec
 
 from aios_rl.agents.tokens import Tokens
 from aios_rl.agents.wire import ChatRequest, WireError, parse_chat_request
-from aios_rl.bus import Bus, BusError, NoResponders, RemoteError, RequestTimeout, get_logger
+from aios_rl.bus import (
+    Bus,
+    BusError,
+    NoResponders,
+    PermanentError,
+    RemoteError,
+    RequestTimeout,
+    get_logger,
+)
 from aios_rl.state import StateError
 from aios_rl.state.checkpoints import CheckpointRegistry, UnknownCheckpointError
 from contracts import (
     AgentCall,
+    AgentEpisode,
     CheckpointPointers,
     CompletionRequest,
     CompletionResponse,
@@ -131,7 +140,7 @@ class Gateway:
                 concrete = await self._checkpoint(req.model)
                 pinned.checkpoint_id = pinned.checkpoint_id or concrete
             checkpoint = pinned.checkpoint_id
-            if req.model not in ("active", "last_stable", checkpoint):
+            if not pinned.attached and req.model not in ("active", "last_stable", checkpoint):
                 raise WireError(
                     f"episode {episode_id} is pinned to checkpoint {checkpoint}: ask for it, "
                     "active or last_stable",
@@ -205,6 +214,27 @@ class Gateway:
             "open_episodes": float(len(self.episodes)),
             "listening": 1.0 if self.listening.is_set() else 0.0,
         }
+
+    # -- episodes runners hand to agents -----------------------------------------------------
+
+    async def attach(self, req: AgentEpisode) -> AgentEpisode:
+        """``agent.attach``: a runner hands episode ``req.episode_id`` to the agent it starts:
+        the agent's (422 when another agent's), pinned to the job's checkpoint (a concrete id;
+        else ``active`` at its first completion), driving ``req.env``."""
+        try:
+            self.bus.names.agent_call(req.episode_id)
+            pinned = self.episodes.claim(req.episode_id, req.agent, lambda: "", self.clock())
+        except (ValueError, WireError) as exc:
+            raise PermanentError(str(exc)) from exc
+        concrete = "" if req.checkpoint_id in ("", "active", "last_stable") else req.checkpoint_id
+        if pinned.checkpoint_id and concrete and pinned.checkpoint_id != concrete:
+            raise PermanentError(
+                f"episode {req.episode_id} is pinned to {pinned.checkpoint_id}, not {concrete}"
+            )
+        pinned.checkpoint_id = pinned.checkpoint_id or concrete
+        pinned.env = req.env or pinned.env
+        pinned.attached = True
+        return msgspec.structs.replace(req, gateway_url=self.base_url)
 
     # -- environments driven from outside ------------------------------------------------------
 

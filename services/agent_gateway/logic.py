@@ -51,6 +51,9 @@ class Pinned:
     calls: int = 0
     last: float = 0.0
     env: EnvState | None = None
+    attached: bool = False
+    """Handed over by a runner (``agent.attach``): its completions are the pinned checkpoint's
+    whatever model the agent names (an agent's code names its own)."""
 
 
 class Episodes:

@@ -8,6 +8,7 @@ from pathlib import Path
 from aios_rl.agents.tokens import TokenFile, Tokens
 from aios_rl.bus import Bus, Service, load_settings, run_service
 from aios_rl.httpserve import base_url_of, http_task, listen
+from contracts import AgentEpisode
 
 from . import __version__
 from .handlers import Gateway
@@ -64,6 +65,14 @@ def build(
             on_stopped=gw.listening.clear,
             sock=sock,
         )
+    )
+    svc.endpoint(
+        "attach",
+        bus.names.agent_attach(),
+        AgentEpisode,
+        gw.attach,
+        concurrency=16,
+        reply=AgentEpisode,
     )
     svc.stats(gw.stats)
     return svc, gw

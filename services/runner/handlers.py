@@ -42,6 +42,8 @@ class Runner:
         self.outcomes: dict[str, int] = {}
         self.sessions: Any = None
         """Episodes driven from outside (``sessions.SessionHandlers``), when served."""
+        self.agent: Any = None
+        """The user's agent (``agent.AgentDriver``) when it plays the jobs (``agent_cmd``)."""
 
     async def task(self, task_id: str) -> Any:
         """The task ``task_id`` (decoded once, then cached; least recently used goes first)."""
@@ -63,9 +65,12 @@ class Runner:
     async def run(self, job: RolloutJob) -> None:
         """Consumer handler: one job, one published episode (or a raise: retried)."""
         log = get_logger(episode_id=job.episode_id, campaign_id=job.campaign_id)
-        ep = await run_episode(
-            self.host, job, self.task, self.act, max_steps=self.settings.max_steps
-        )
+        if self.agent is not None:  # the user's agent plays it
+            ep = await self.agent.run(job)
+        else:
+            ep = await run_episode(
+                self.host, job, self.task, self.act, max_steps=self.settings.max_steps
+            )
         outcome = ep.outcome
         # De-duplicated by the episode id: a job redelivered after a crash publishes the same
         # episode again harmlessly. The kit acks the job when this handler returns.

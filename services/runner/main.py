@@ -12,6 +12,7 @@ from contracts import EnvClose, EnvOpen, EnvState, EnvStep, RolloutJob, Topology
 from contracts.subjects import runner_consumer, runner_name
 
 from . import __version__
+from .agent import AgentDriver
 from .handlers import Runner
 from .sessions import SessionHandlers, Sessions
 from .settings import settings_for
@@ -86,6 +87,8 @@ def build(
                 reply=EnvState,
             )
         svc.task(sessions.expire_idle)
+        if settings.agent_cmd:
+            runner.agent = AgentDriver(bus, spec.name, settings, sessions)
     svc.stats(runner.stats)
     return svc, runner
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,10 @@ from aios_rl.bus import PermanentError, ServiceError, get_logger
 from aios_rl.envs.base import Environment, EnvironmentHost, EnvResult
 from contracts import EnvClose, EnvOpen, EnvState, EnvStep
 
-__all__ = ["Session", "SessionHandlers", "Sessions", "state_of"]
+__all__ = ["KEEP_CLOSED", "Session", "SessionHandlers", "Sessions", "state_of"]
+
+KEEP_CLOSED = 256
+"""Closed episodes a runner remembers (their results), most recent last."""
 
 
 @dataclass
@@ -120,6 +124,9 @@ class SessionHandlers:
         self.max_steps = max_steps
         self.sessions = sessions
         self.clock = clock
+        self.closed: OrderedDict[str, Session] = OrderedDict()
+        """The last ``KEEP_CLOSED`` episodes closed, by session (what an agent's runner reads
+        after the agent closed its episode itself)."""
         self.instance = uuid.uuid4().hex[:12]
         """This process's name on ``env.step.<env>.<instance>`` / ``env.close...``."""
         self._locks: dict[str, asyncio.Lock] = {}
@@ -200,6 +207,9 @@ class SessionHandlers:
             raise ServiceError("404", f"no open episode {req.session} here (closed, or idled out)")
         self._locks.pop(s.id, None)
         await s.env.close()
+        self.closed[s.id] = s
+        while len(self.closed) > KEEP_CLOSED:
+            self.closed.popitem(last=False)
         return state_of(s, self.instance)
 
     async def close_all(self) -> None:

@@ -1,0 +1,156 @@
+"""Agent-driven rollouts: for each job, the runner opens the episode as one driven from outside,
+hands it to the agent gateway for the agent (pinned to the job's checkpoint), starts the user's
+agent command with the two URLs it needs, waits for it, and makes the episode of what happened:
+one trajectory step per chat completion the agent asked for (its tokens and log-probs as
+served), credited by the environment's progress, judged by the environment as the runner's own
+episodes are. Teacher, reward, comparison, replay, trainer and rollback then treat it as any
+other episode.
+
+The agent's environment variables: ``OPENAI_BASE_URL`` (the gateway's ``/v1``),
+``OPENAI_API_KEY`` (its token), ``AIOS_EPISODE_ID``, ``AIOS_ENV_URL`` (the episode's
+``/v1/episodes/<id>``: ``GET`` its state, ``POST .../step`` an action), ``AIOS_MODEL`` (the
+checkpoint the job asked for; any model name is answered by it). An agent that ends before its
+episode does leaves it ``blocked``; one that runs past ``agent_timeout_s`` is stopped (its
+process group killed) and the episode judged the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import time
+from typing import Any
+
+from aios_rl.agents.episodes import agent_trajectory
+from aios_rl.bus import Bus, get_logger
+from aios_rl.envs.base import EnvResult
+from aios_rl.envs.runner import RunnerSettings, completed_episode
+from contracts import AgentCall, AgentEpisode, EnvClose, EnvOpen, RolloutJob, decode
+from contracts.subjects import STREAM_AGENTS
+
+from .sessions import SessionHandlers
+
+__all__ = ["AgentDriver"]
+
+OUTPUT_KEPT = 2000
+"""Characters of the agent's output kept on the episode (its tail)."""
+
+
+class AgentDriver:
+    """Runs each job's episode by the user's agent (see the module docstring)."""
+
+    def __init__(
+        self, bus: Bus, environment: str, settings: RunnerSettings, sessions: SessionHandlers
+    ) -> None:
+        self.bus, self.environment, self.settings, self.sessions = (
+            bus,
+            environment,
+            settings,
+            sessions,
+        )
+        self.command = shlex.split(settings.agent_cmd)
+
+    async def _attach(self, job: RolloutJob, state: Any) -> AgentEpisode:
+        return await self.bus.request(
+            self.bus.names.agent_attach(),
+            AgentEpisode(
+                episode_id=job.episode_id,
+                agent=self.settings.agent_name,
+                checkpoint_id=job.checkpoint_id,
+                env=state,
+            ),
+            AgentEpisode,
+            timeout=30,
+        )
+
+    async def _run_agent(self, env: dict[str, str]) -> tuple[int | None, str]:
+        """The agent's exit code (``None``: stopped at the deadline) and its output's tail."""
+        proc = await asyncio.create_subprocess_exec(
+            *self.command,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # its children die with it
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), self.settings.agent_timeout_s)
+            return proc.returncode, out.decode(errors="replace")[-OUTPUT_KEPT:]
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            return None, ""
+
+    async def run(self, job: RolloutJob) -> Any:
+        """The episode ``job`` makes, played by the agent (not yet published)."""
+        log = get_logger(episode_id=job.episode_id, campaign_id=job.campaign_id)
+        started = time.time()
+        max_steps = min(job.max_steps or self.settings.max_steps, self.settings.max_steps)
+        state = await self.sessions.open(
+            EnvOpen(
+                environment=self.environment,
+                episode_id=job.episode_id,
+                task_id=job.task_id,
+                seed=job.seed,
+                max_steps=max_steps,
+                agent=self.settings.agent_name,
+            )
+        )
+        code: int | None = None
+        output = ""
+        try:
+            attached = await self._attach(job, state)
+            base = attached.gateway_url
+            env = {
+                **os.environ,
+                "OPENAI_BASE_URL": f"{base}/v1",
+                "OPENAI_API_KEY": self.settings.agent_token,
+                "AIOS_EPISODE_ID": job.episode_id,
+                "AIOS_ENV_URL": f"{base}/v1/episodes/{job.episode_id}",
+                "AIOS_MODEL": job.checkpoint_id,
+            }
+            for secret in ("NATS_USER", "NATS_PASSWORD", "AIOS_AGENT_TOKEN"):
+                env.pop(secret, None)  # the agent gets its token, not the runner's credentials
+            code, output = await self._run_agent(env)
+        finally:
+            if self.sessions.sessions.get(state.session) is not None:
+                await self.sessions.close(EnvClose(session=state.session))
+        held = self.sessions.closed.get(state.session)  # closed by the agent or just now
+        session_result = held.result if held is not None else None
+        info = {
+            **(held.task_info if held is not None else {}),
+            "driver": "agent",
+            "agent": self.settings.agent_name,
+            "agent_exit": "timeout" if code is None else str(code),
+            "agent_output_tail": output[-500:],
+        }
+        result = session_result or EnvResult(
+            outcome="blocked",
+            reward=0.0,
+            info={"reason": "the agent stopped before the episode ended"},
+        )
+        calls = [
+            decode(m.data, m.headers, AgentCall)
+            async for m in self.bus.read_stream(
+                self.bus.names.stream(STREAM_AGENTS), self.bus.names.agent_call(job.episode_id)
+            )
+        ]
+        try:
+            checkpoint, steps = agent_trajectory(calls, held.moves if held is not None else [])
+        except ValueError as exc:
+            log.warning("agent_episode_without_calls", error=str(exc))
+            checkpoint, steps = job.checkpoint_id, []
+            result = EnvResult(outcome="blocked", reward=0.0, info={"reason": str(exc)})
+        return completed_episode(
+            job,
+            checkpoint=checkpoint,
+            trajectory=steps,
+            outcome=result.outcome,
+            reward=result.reward,
+            info={**info, **result.info},
+            started=started,
+            evidence=list(result.evidence),
+        )

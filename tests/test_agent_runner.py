@@ -1,0 +1,135 @@
+"""Agent-driven rollouts: the shell runner starts the Python example agent (unmodified, the
+``openai`` package) for a rollout job; the agent plays the episode through the agent gateway
+(completions from the real sampler serving a stored language-model student, steps in the real
+sandbox); the published episode holds one token-level step per completion, with the tokens and
+log-probs the student served, and the environment's verdict."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from aios_rl.agents.tokens import Tokens, new_token
+from aios_rl.bus import Bus
+from aios_rl.envs import registry
+from aios_rl.envs.shell.adapter import ShellRunnerSettings
+from aios_rl.envs.shell.generate import generate
+from aios_rl.envs.shell.store import ShellTaskStore as TaskStore
+from aios_rl.envs.shell.verify import RunCache, default_cache_dir
+from aios_rl.state.checkpoints import CheckpointRegistry
+from contracts import AgentCall, Episode, Names, RolloutJob, decode
+from contracts.subjects import STREAM_AGENTS
+from services.agent_gateway.main import build as build_gateway
+from services.agent_gateway.settings import AgentGatewaySettings
+from services.runner.main import build as build_runner
+from services.sampler.main import build as build_sampler
+from services.sampler.settings import SamplerSettings
+
+from .support import running
+from .test_student_hf import CHAT_TEMPLATE, HAVE_TRANSFORMERS, make_tokenizer
+
+pytestmark = [
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="transformers is not installed"),
+]
+
+AGENT = Path(__file__).resolve().parents[1] / "examples" / "agents" / "python" / "shell_agent.py"
+
+
+def long_context_lm(tokenizer):  # type: ignore[no-untyped-def]
+    """A 2-layer LM of width 32 with room for a shell observation (the toy tokenizer spends about
+    a token a character)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=8192,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    )
+
+
+async def test_the_python_example_agent_plays_a_rollout_job_recorded_token_by_token(
+    bus: Bus, names: Names
+) -> None:
+    from aios_rl.student.hf import HFConfig, HFStudent
+
+    tasks = generate(2, 11, "train", cache=RunCache(default_cache_dir()))
+    await TaskStore(bus).put_all(tasks)
+    tok = make_tokenizer()
+    tok.chat_template = CHAT_TEMPLATE
+    student = HFStudent(long_context_lm(tok), tok, HFConfig())
+    registry_ = CheckpointRegistry(bus)
+    meta = await registry_.store(
+        student.to_bytes(), parent_id=None, created_by="test", algorithm="init", backend="hf"
+    )
+    await registry_.init(meta.checkpoint_id)
+    token, digest = new_token()
+    sampler, state = build_sampler(bus, SamplerSettings(namespace=names.namespace))
+    gateway, gw = build_gateway(
+        bus, AgentGatewaySettings(namespace=names.namespace, port=0), Tokens({"coder": digest})
+    )
+    runner, _ = build_runner(
+        bus,
+        registry.get("shell"),
+        ShellRunnerSettings(
+            nats_url="",
+            namespace=names.namespace,
+            max_steps=3,
+            agent_cmd=f"{sys.executable} {AGENT}",
+            agent_name="coder",
+            agent_token=token,
+            agent_timeout_s=180,
+        ),
+    )
+    got: asyncio.Queue[Episode] = asyncio.Queue()
+
+    async def on_completed(msg: object, _raw: object) -> None:
+        if isinstance(msg, Episode):
+            await got.put(msg)
+
+    sub = await bus.subscribe(names.episode("completed", "shell"), on_completed)
+    job = RolloutJob(
+        job_id="job-a", episode_id="ep-agent", environment="shell", task_id=tasks[0].task_id, seed=3
+    )
+    try:
+        async with running(sampler), running(gateway), running(runner):
+            await asyncio.wait_for(state.until(lambda s: s.active == meta.checkpoint_id), 60)
+            await asyncio.wait_for(gw.listening.wait(), 30)
+            runner.fetch_timeout_s = 0.2
+            await bus.publish_durable(names.rollout_job("shell"), job, msg_id=job.job_id)
+            ep = await asyncio.wait_for(got.get(), 200)
+            calls = [
+                decode(m.data, m.headers, AgentCall)
+                async for m in bus.read_stream(
+                    names.stream(STREAM_AGENTS), names.agent_call("ep-agent")
+                )
+            ]
+    finally:
+        await sub.unsubscribe()
+    assert ep.episode_id == "ep-agent" and ep.info["driver"] == "agent", ep.info
+    assert ep.info["agent_exit"] == "0", ep.info.get("agent_output_tail")
+    assert ep.checkpoint_id == meta.checkpoint_id
+    # One step per completion, each the tokens and log-probs the student served.
+    assert len(calls) == len(ep.trajectory) >= 1
+    for step, call in zip(ep.trajectory, calls, strict=True):
+        assert step.token_ids == call.response.token_ids and step.token_ids
+        assert step.token_logprobs == call.response.token_logprobs
+        assert step.prompt_ids == call.response.prompt_ids
+        assert call.agent == "coder" and call.response.checkpoint_id == meta.checkpoint_id
+    # The environment's verdict: three steps of a random model do not fix the bug.
+    assert ep.outcome in ("failure", "blocked") and ep.env_reward == 0.0
+    assert ep.info["family"] == tasks[0].family
