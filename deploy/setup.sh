@@ -61,7 +61,8 @@ command -v bwrap >/dev/null || apt_packages+=(bubblewrap)
 [ -x /usr/bin/chromium ] || apt_packages+=(chromium)
 # Playwright's driver (node) needs libatomic, which a minimal Debian lacks.
 ldconfig -p 2>/dev/null | grep -q 'libatomic\.so\.1' || apt_packages+=(libatomic1)
-# Node.js and npm: the TypeScript teacher example (examples/teacher-ts) and its test.
+# Node.js and npm: the TypeScript examples (examples/teacher-ts, examples/agents/typescript) and
+# their tests.
 command -v node >/dev/null || apt_packages+=(nodejs)
 command -v npm >/dev/null || apt_packages+=(npm)
 # MariaDB's server binaries (no service is started): the agentbench_db environment runs its own
@@ -83,6 +84,12 @@ teacher_ts=examples/teacher-ts
 if [ ! -f "$teacher_ts/dist/teacher.js" ] || [ -n "$(find "$teacher_ts/src" "$teacher_ts/package-lock.json" contracts/schema -newer "$teacher_ts/dist/teacher.js" -print -quit)" ]; then
   echo "setup: building $teacher_ts (npm ci, types from contracts/schema, tsc)"
   (cd "$teacher_ts" && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build)
+fi
+# The TypeScript example agent (the openai npm package): the same, for its test.
+agent_ts=examples/agents/typescript
+if [ ! -f "$agent_ts/dist/shell_agent.js" ] || [ -n "$(find "$agent_ts/src" "$agent_ts/package-lock.json" -newer "$agent_ts/dist/shell_agent.js" -print -quit)" ]; then
+  echo "setup: building $agent_ts (npm ci, tsc)"
+  (cd "$agent_ts" && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build)
 fi
 # The agentbench_os environment's `default` image (a Debian bookworm root with AgentBench's
 # packages, ~360 MB, ~30 s), cached by its recipe under /var/lib/aios-rl/agentbench-images: a

@@ -1,5 +1,6 @@
-"""Agent-driven rollouts: the shell runner starts the Python example agent (unmodified, the
-``openai`` package) for a rollout job; the agent plays the episode through the agent gateway
+"""Agent-driven rollouts: the shell runner starts an example agent (unmodified: the Python one
+over the ``openai`` package, the TypeScript one over the ``openai`` npm package, built by
+``deploy/setup.sh``) for a rollout job; the agent plays the episode through the agent gateway
 (completions from the real sampler serving a stored language-model student, steps in the real
 sandbox); the published episode holds one token-level step per completion, with the tokens and
 log-probs the student served, and the environment's verdict."""
@@ -36,7 +37,9 @@ pytestmark = [
     pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="transformers is not installed"),
 ]
 
-AGENT = Path(__file__).resolve().parents[1] / "examples" / "agents" / "python" / "shell_agent.py"
+AGENTS = Path(__file__).resolve().parents[1] / "examples" / "agents"
+PYTHON_AGENT = f"{sys.executable} {AGENTS / 'python' / 'shell_agent.py'}"
+TS_AGENT = AGENTS / "typescript" / "dist" / "shell_agent.js"
 
 
 def long_context_lm(tokenizer):  # type: ignore[no-untyped-def]
@@ -62,10 +65,17 @@ def long_context_lm(tokenizer):  # type: ignore[no-untyped-def]
     )
 
 
-async def test_the_python_example_agent_plays_a_rollout_job_recorded_token_by_token(
-    bus: Bus, names: Names
+@pytest.mark.parametrize("agent", ["python", "typescript"])
+async def test_an_example_agent_plays_a_rollout_job_recorded_token_by_token(
+    bus: Bus, names: Names, agent: str
 ) -> None:
     from aios_rl.student.hf import HFConfig, HFStudent
+
+    if agent == "typescript":
+        assert TS_AGENT.is_file(), f"{TS_AGENT} is missing: run deploy/setup.sh (npm ci, tsc)"
+        command = f"node {TS_AGENT}"
+    else:
+        command = PYTHON_AGENT
 
     tasks = generate(2, 11, "train", cache=RunCache(default_cache_dir()))
     await TaskStore(bus).put_all(tasks)
@@ -89,7 +99,7 @@ async def test_the_python_example_agent_plays_a_rollout_job_recorded_token_by_to
             nats_url="",
             namespace=names.namespace,
             max_steps=3,
-            agent_cmd=f"{sys.executable} {AGENT}",
+            agent_cmd=command,
             agent_name="coder",
             agent_token=token,
             agent_timeout_s=180,
