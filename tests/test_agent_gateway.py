@@ -11,9 +11,9 @@ import pytest
 
 from aios_rl.agents.tokens import AGENTS_FILE, Tokens, add_agent, new_token, token_digest
 from aios_rl.agents.wire import WireError
-from aios_rl.bus import Bus
+from aios_rl.bus import Bus, RemoteError
 from aios_rl.state.checkpoints import CheckpointRegistry
-from contracts import AgentCall, CheckpointPointers, Names, decode
+from contracts import AgentCall, AgentEpisode, CheckpointPointers, Names, decode
 from contracts.subjects import STREAM_AGENTS
 from services.agent_gateway.logic import Episodes, resolve_model
 from services.agent_gateway.main import build as build_gateway
@@ -228,13 +228,34 @@ async def test_an_openai_client_gets_completions_recorded_per_episode_pinned_and
             seed=1,  # type: ignore[arg-type]
         )
         assert streamed == plain.choices[0].message.content and chunks[-1].usage is not None
+        # A runner hands an episode over: the agent's, answered by the active checkpoint
+        # whatever model its code names.
+        handed = await bus.request(
+            names.agent_attach(),
+            AgentEpisode(episode_id="ep-run", agent="coder", checkpoint_id="active"),
+            AgentEpisode,
+            timeout=10,
+        )
+        assert handed.gateway_url == gw.base_url
+        named = await agent.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=messages,
+            max_tokens=4,
+            user="ep-run",  # type: ignore[arg-type]
+        )
+        assert named.model == second
+        with pytest.raises(RemoteError, match="another agent"):
+            await bus.request(
+                names.agent_attach(), AgentEpisode(episode_id="ep-run", agent="intruder"),
+                AgentEpisode, timeout=10,
+            )  # fmt: skip
         calls = [
             decode(m.data, m.headers, AgentCall)
             async for m in bus.read_stream(names.stream(STREAM_AGENTS), names.agent_call("*"))
         ]
     # Every call of a tagged episode is on the stream, in order, as served.
     assert [(c.episode_id, c.index) for c in calls] == [
-        ("ep-1", 0), ("ep-1", 1), ("ep-2", 0), ("ep-3", 0)
+        ("ep-1", 0), ("ep-1", 1), ("ep-2", 0), ("ep-3", 0), ("ep-run", 0)
     ]  # fmt: skip
     for call, answer in zip(calls, (a0, a1, b0), strict=False):
         assert call.agent == "coder" and call.response.checkpoint_id == answer.model
@@ -243,4 +264,4 @@ async def test_an_openai_client_gets_completions_recorded_per_episode_pinned_and
         assert len(call.response.token_ids) == answer.usage.completion_tokens  # type: ignore[union-attr]
         assert call.request.messages[0].content == messages[0]["content"]
         assert call.response.prompt_ids and call.request.max_tokens == 8
-    assert gw.stats()["recorded"] == 4 and gw.stats()["refused"] >= 5
+    assert gw.stats()["recorded"] == 5 and gw.stats()["refused"] >= 5

@@ -137,7 +137,8 @@ class Gateway:
                 ) from None
             pinned = self.episodes.claim(episode_id, agent, lambda: "", self.clock())
             if not pinned.checkpoint_id:  # its first completion pins it
-                concrete = await self._checkpoint(req.model)
+                # A runner's episode: whatever model the agent's code names, the active one.
+                concrete = await self._checkpoint("active" if pinned.attached else req.model)
                 pinned.checkpoint_id = pinned.checkpoint_id or concrete
             checkpoint = pinned.checkpoint_id
             if not pinned.attached and req.model not in ("active", "last_stable", checkpoint):
