@@ -14,7 +14,7 @@ import uvicorn
 
 from .bus import get_logger
 
-__all__ = ["bind", "http_task", "listen", "url_host"]
+__all__ = ["bind", "check_address", "http_task", "listen", "url_host"]
 
 
 class _Server(uvicorn.Server):
@@ -24,6 +24,15 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+def check_address(port: int, public_url: str = "") -> None:
+    """A service setting's port and public URL, checked. Raises ``ValueError`` saying which is
+    wrong."""
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be between 0 and 65535, got {port}.")
+    if public_url and not public_url.startswith(("http://", "https://")):
+        raise ValueError(f"public_url must start with http:// or https://, got {public_url!r}.")
 
 
 def bind(host: str, port: int) -> socket.socket:

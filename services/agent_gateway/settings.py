@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aios_rl.bus import ServiceSettings
+from aios_rl.httpserve import check_address
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,12 +36,7 @@ class AgentGatewaySettings(ServiceSettings):
     """An episode without a request for this long is forgotten (its next request re-pins)."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be between 0 and 65535, got {self.port}.")
-        if self.public_url and not self.public_url.startswith(("http://", "https://")):
-            raise ValueError(
-                f"public_url must start with http:// or https://, got {self.public_url!r}."
-            )
+        check_address(self.port, self.public_url)
         if self.max_tokens < 1 or self.max_open_episodes < 1:
             raise ValueError("max_tokens and max_open_episodes must be >= 1.")
         if not self.request_timeout_s > 0 or not self.episode_idle_s > 0:

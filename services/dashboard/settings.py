@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aios_rl.bus import ServiceSettings
+from aios_rl.httpserve import check_address
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,8 +30,7 @@ class DashboardSettings(ServiceSettings):
     read again (KV changes and episodes arrive as they happen)."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be between 0 and 65535, got {self.port}.")
+        check_address(self.port, self.public_url)
         if self.feed_size < 1:
             raise ValueError(f"feed_size must be >= 1, got {self.feed_size}.")
         for name in ("refresh_s", "history_s"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aios_rl.bus import ServiceSettings
+from aios_rl.httpserve import check_address
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,12 +30,7 @@ class SitesSettings(ServiceSettings):
     """How long ``sites.open`` waits for the HTTP server to be listening."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be between 0 and 65535, got {self.port}.")
-        if self.public_url and not self.public_url.startswith(("http://", "https://")):
-            raise ValueError(
-                f"public_url must start with http:// or https://, got {self.public_url!r}."
-            )
+        check_address(self.port, self.public_url)
         for name in ("max_sessions", "concurrency"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
