@@ -16,7 +16,7 @@ async def test_streams_for_pages_through_more_streams_than_one_api_page(
     for i in range(270):
         await bus.js.add_stream(
             api.StreamConfig(
-                name=f"{names.namespace}_A{i:03d}",
+                name=f"{names.namespace}_FILLER{i:03d}",
                 subjects=[names.subject("filler", str(i))],
                 storage=api.StorageType.MEMORY,
             )
@@ -25,6 +25,6 @@ async def test_streams_for_pages_through_more_streams_than_one_api_page(
     assert pairs == [(names.stream("EPISODES"), names.episode("rewarded", "*"))]
     pairs = await _streams_for(bus, names.subject(">"))
     assert (names.stream("DLQ"), names.dlq(">")) in pairs
-    assert len([p for p in pairs if p[0].startswith(f"{names.namespace}_A")]) == 270
+    assert len([p for p in pairs if p[0].startswith(f"{names.namespace}_FILLER")]) == 270
     for i in range(270):
-        await bus.js.delete_stream(f"{names.namespace}_A{i:03d}")
+        await bus.js.delete_stream(f"{names.namespace}_FILLER{i:03d}")
