@@ -400,6 +400,50 @@ async def test_student_hf_makes_the_stack_serve_the_model_directory(
         await check_store_student(bus, active, "tiny")
 
 
+# -- --agent-cmd ----------------------------------------------------------------------------------------
+
+
+def test_agent_cmd_starts_the_gateway_and_the_runner_with_the_agent() -> None:
+    """``--agent-cmd`` gives the environment's runner the agent's command and name (read back by
+    the runner's own settings, as the embedded stack starts it) and one agent gateway; it is
+    refused for a mixed campaign, a student that does not write text, a branching strategy and a
+    bad name."""
+    from aios_rl.cli._training import check_agent
+    from aios_rl.envs.shell.adapter import ShellRunnerSettings
+    from aios_rl.stack.embedded import _with_env
+
+    cmd = "python3 my agent.py --fast"
+    args = parse("train", "--agent-cmd", cmd, "--agent-name", "coder")
+    opts = embedded_options(args)
+    assert opts["scale"] == {"agent-gateway": 1}
+    flags = opts["service_args"]["shell-runner"]  # type: ignore[index]
+    settings = load_settings(
+        ShellRunnerSettings, ["--env", "shell", *flags, "--agent-token", "t0k"]
+    )
+    assert (settings.agent_cmd, settings.agent_name) == (cmd, "coder")
+    assert embedded_options(parse("train"))["scale"] == {}  # no agent: no gateway
+    check_agent(args, ["shell"])
+    check_agent(parse("train", "--student", "hf", "--agent-cmd", cmd), ["shell"])
+    with pytest.raises(CliError, match="not a mixed campaign"):
+        check_agent(args, ["shell", "browser"])
+    with pytest.raises(CliError, match="writes text"):
+        check_agent(parse("train", "--student", "tiny", "--agent-cmd", cmd), ["shell"])
+    with pytest.raises(CliError, match="--strategy entropy: agent episodes are not branched"):
+        check_agent(parse("train", "--strategy", "entropy", "--agent-cmd", cmd), ["shell"])
+    check_agent(parse("train", "--strategy", "dapo-filter", "--agent-cmd", cmd), ["shell"])
+    with pytest.raises(CliError, match="--agent-name 'a b'"):
+        check_agent(parse("train", "--agent-cmd", cmd, "--agent-name", "a b"), ["shell"])
+    # The runner's token goes beside its credentials, which it does not replace.
+    merged = _with_env(
+        {"shell-runner": {"NATS_USER": "u"}, "sampler": {"NATS_USER": "s"}},
+        {"shell-runner": {"AIOS_AGENT_TOKEN": "t"}},
+    )
+    assert merged == {
+        "shell-runner": {"NATS_USER": "u", "AIOS_AGENT_TOKEN": "t"},
+        "sampler": {"NATS_USER": "s"},
+    }
+
+
 # -- --teacher ------------------------------------------------------------------------------------------
 
 

@@ -124,6 +124,8 @@ class Endless:
         self.observation, self.candidates, self.done, self.closed = "start", ["go"], False, False
 
     async def step(self, action: str) -> None:
+        if action == "crash":
+            raise ValueError("embedded null byte")
         self.observation = f"after {action}"
 
     def result(self) -> object:
@@ -172,11 +174,17 @@ async def test_an_episode_that_does_not_end_by_its_limit_is_blocked_and_idle_one
     assert held is not None and [m.action for m in held.moves] == ["go"] * 3
     assert (states[-1].outcome, states[-1].reward) == ("blocked", 0.0)
     assert "no end within 3 steps" in states[-1].info["reason"]
+    # An environment that raises on a step: the episode ends blocked with the error (as in the
+    # runner's own loop), the agent told so, not a failed request.
+    crashed = await h.open(EnvOpen(environment="shell", episode_id="c", task_id="t"))
+    after = await h.step(EnvStep(session=crashed.session, action="crash"))
+    assert (after.done, after.outcome) == (True, "blocked")
+    assert after.info["error"] == "environment: ValueError: embedded null byte"
     idle = await h.open(EnvOpen(environment="shell", episode_id="f", task_id="t"))
     now[0] = 100.0
     for old in h.sessions.idle(now[0]):
         await old.env.close()
-    assert h.sessions.get(idle.session) is None and host.envs[1].closed
+    assert h.sessions.get(idle.session) is None and host.envs[2].closed
 
 
 async def test_an_agent_drives_an_episode_over_http_through_the_gateway(

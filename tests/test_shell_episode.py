@@ -299,6 +299,16 @@ def test_invalid_actions_in_a_row_block(sandbox: Sandbox) -> None:
     assert "invalid action (2 in a row" in trajectory[2][0]
 
 
+def test_an_action_with_a_nul_character_is_invalid_not_a_crash(sandbox: Sandbox) -> None:
+    """A model can write a NUL: as a command, a path to show or a pattern to grep it is an
+    invalid action (no process, path or regex takes one), never an exception."""
+    config = ShellEnvConfig(max_invalid=3)
+    actions = ["echo a\x00b", "show calc\x00.py", "grep -n a\x00 calc.py"]
+    result, trajectory = play(calc_task(), sandbox, actions, config=config)
+    assert (result.outcome, result.ended) == ("blocked", "invalid_actions")
+    assert "invalid action: a NUL character" in trajectory[1][0]
+
+
 def test_a_command_over_its_time_limit_blocks() -> None:
     quick = Sandbox(SandboxConfig(wall_timeout_s=1.0, cpu_seconds=2))
     result, _ = play(calc_task(), quick, ["while :; do :; done"])

@@ -433,6 +433,24 @@ def training_args(
         help="the teacher backend the gateway asks (none: no teacher) (default: the store's "
         "setting; oracle for a new store)",
     )
+    p.add_argument(
+        "--agent-cmd",
+        default=None,
+        metavar="CMD",
+        help="train your own agent: the runners start CMD for every episode (training and "
+        "held-out), and it plays it over two URLs, the stack's OpenAI-compatible endpoint "
+        "(OPENAI_BASE_URL, OPENAI_API_KEY) and the environment API (AIOS_ENV_URL, "
+        "AIOS_EPISODE_ID); its completions are recorded token by token and trained on "
+        "(docs/agents.md). Needs a student that writes text (--student hf or lm) and starts "
+        "its own stack (default: the runner's own loop)",
+    )
+    p.add_argument(
+        "--agent-name",
+        default="agent",
+        metavar="NAME",
+        help="--agent-cmd: the agent's name, whose token (new for each run, in "
+        "<store>/auth/agents.json) it is given (default agent)",
+    )
     p.add_argument("--seed", type=int, default=0, help="task and campaign seed (default 0)")
     store_arg(p)
     json_arg(p)

@@ -21,6 +21,7 @@ import msgspec
 from contracts import CampaignSpec, GatewaySettings, Names, TrainerSettings
 
 from ..bus import Bus
+from ..rollouts.plan import BRANCHING
 from ..stack.services import by_name
 from ..state.checkpoints import CheckpointRegistry
 from ..state.control import ControlStore
@@ -28,8 +29,10 @@ from ._common import CliError, branching_spec, env_recipes
 
 __all__ = [
     "ServiceFlag",
+    "agent_runner",
     "apply_teacher",
     "campaign_spec",
+    "check_agent",
     "check_store_student",
     "check_student",
     "embedded_options",
@@ -116,7 +119,45 @@ def service_flags(args: argparse.Namespace) -> list[ServiceFlag]:
         out.append(ServiceFlag("trainer", "--model-path", resolved, "--model-path"))
     if teacher is not None:
         out.append(ServiceFlag("teacher-gateway", "--default-backend", teacher, "--teacher"))
+    if runner := agent_runner(args):
+        out += [
+            ServiceFlag(runner, "--agent-cmd", args.agent_cmd, "--agent-cmd"),
+            ServiceFlag(runner, "--agent-name", args.agent_name, "--agent-name"),
+        ]
     return out
+
+
+def agent_runner(args: argparse.Namespace) -> str:
+    """The runner that starts ``--agent-cmd`` (the environment's); empty without the option."""
+    if not getattr(args, "agent_cmd", None):
+        return ""
+    return f"{getattr(args, 'environment', 'shell')}-runner"
+
+
+def check_agent(args: argparse.Namespace, environments: list[str]) -> None:
+    """Raise ``CliError`` for ``--agent-cmd`` where it cannot run: a mixed campaign (one agent
+    for one environment), a student that does not write text, a strategy that branches (agent
+    episodes are not continued from a prefix), a name a token cannot have."""
+    if not getattr(args, "agent_cmd", None):
+        return
+    if len(environments) != 1:
+        raise CliError("--agent-cmd trains an agent on one environment, not a mixed campaign")
+    student = getattr(args, "student", None)
+    if student is not None and student not in LM_STUDENTS:
+        raise CliError(
+            f"--agent-cmd needs a student that writes text (--student hf or lm), not {student}: "
+            "the agent asks it for chat completions"
+        )
+    strategy = getattr(args, "strategy", "uniform")
+    if strategy in BRANCHING:
+        raise CliError(
+            f"--agent-cmd with --strategy {strategy}: agent episodes are not branched yet (a "
+            "continuation would replay the agent's turns; docs/agents.md); use uniform or "
+            "dapo-filter"
+        )
+    name = getattr(args, "agent_name", "agent")
+    if not name or not all(c.isalnum() or c in "-_" for c in name) or len(name) > 64:
+        raise CliError(f"--agent-name {name!r}: use up to 64 letters, digits, '-' or '_'")
 
 
 def teacher_needs(args: argparse.Namespace) -> set[str]:
@@ -156,7 +197,8 @@ def embedded_options(args: argparse.Namespace) -> dict[str, object]:
     for f in service_flags(args):
         args_of.setdefault(f.service, []).extend([f.flag, f.value])
     registry = by_name()
-    scale = {name: 1 for name in teacher_needs(args) if registry[name].replicas < 1}
+    wanted = teacher_needs(args) | ({"agent-gateway"} if agent_runner(args) else set())
+    scale = {name: 1 for name in wanted if registry[name].replicas < 1}
     return {"service_args": args_of, "scale": scale}
 
 
@@ -222,17 +264,23 @@ async def current_teacher(bus: Bus) -> str:
     return GatewaySettings().backend
 
 
-async def check_text_student(bus: Bus, checkpoint_id: str) -> None:
+async def check_text_student(bus: Bus, checkpoint_id: str, *, why: str = "") -> None:
     """Raise ``CliError`` unless ``checkpoint_id``'s student writes text (the AgentBench
-    environments offer no actions to choose among)."""
+    environments offer no actions to choose among; ``why``: another reason, an option that
+    needs it, such as ``--agent-cmd``)."""
     from ..student import TEXT_BACKENDS
 
     backend = (await CheckpointRegistry(bus).meta(checkpoint_id)).backend
     if backend not in TEXT_BACKENDS:
+        reason = (
+            f"{why} asks it for chat completions"
+            if why
+            else "AgentBench episodes offer no actions to choose among"
+        )
         raise CliError(
             f"checkpoint {checkpoint_id[:12]} is a {backend} student, which chooses among "
-            "offered actions; AgentBench episodes offer none: use a store whose student writes "
-            "text (a new store with --student lm, or --student hf --model-path DIR)"
+            f"offered actions; {reason}: use a store whose student writes text (a new store "
+            "with --student lm, or --student hf --model-path DIR)"
         )
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -24,12 +25,14 @@ from rich.table import Table
 
 from contracts import Episode, HeldoutScore, Names, RailState
 
+from ..agents.tokens import add_agent
 from ..bus import Bus
 from ..envs import registry
 from ..envs.shell.store import ShellTaskStore
 from ..envs.shell.verify import RunCache, default_cache_dir
 from ..rollouts import RAIL
-from ..stack.embedded import StackError, active_checkpoint, stack
+from ..stack.auth import AUTH_DIR
+from ..stack.embedded import Stack, StackError, active_checkpoint, stack
 from ..state.checkpoints import CheckpointRegistry, UnknownCheckpointError
 from ..state.control import ControlStore
 from ..state.ledger import Ledger
@@ -44,8 +47,10 @@ from ._common import (
 )
 from ._training import (
     IMPORTED,
+    agent_runner,
     apply_teacher,
     campaign_spec,
+    check_agent,
     check_store_student,
     check_student,
     check_teacher,
@@ -254,11 +259,24 @@ def summary_table(title: str, summaries: dict[str, EvalSummary]) -> Table:
     return table
 
 
-def open_stack(args: argparse.Namespace, console: Console, needs: set[str]):  # type: ignore[no-untyped-def]
+@asynccontextmanager
+async def open_stack(
+    args: argparse.Namespace, console: Console, needs: set[str]
+) -> AsyncIterator[Stack]:
     """The stack a command runs against (``--nats-url``'s, else the store's): with the
-    services the training options ask for (``--student``, ``--teacher``)."""
+    services the training options ask for (``--student``, ``--teacher``, ``--agent-cmd``: the
+    agent gateway, and the runner given the agent's command and a new token for it)."""
     env = getattr(args, "environment", "shell")
-    return stack(
+    runner = agent_runner(args)
+    service_env: dict[str, dict[str, str]] = {}
+    if runner:
+        needs = needs | {"agent-gateway"}
+        try:
+            token = add_agent(Path(args.store) / AUTH_DIR, args.agent_name)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"--agent-cmd: cannot write the agent's token: {exc}") from exc
+        service_env[runner] = {"AIOS_AGENT_TOKEN": token}
+    async with stack(
         args.nats_url,
         namespace=args.namespace,
         data_dir=Path(args.store),
@@ -266,8 +284,11 @@ def open_stack(args: argparse.Namespace, console: Console, needs: set[str]):  # 
         needs=needs | teacher_needs(args),
         echo=console.print,
         environments=(env,) if env in IMPORTED else (),
+        service_env=service_env,
+        embedded_only="--agent-cmd" if runner else "",
         **embedded_options(args),  # type: ignore[arg-type]
-    )
+    ) as st:
+        yield st
 
 
 def needs_of(env: str) -> set[str]:
@@ -354,8 +375,8 @@ async def train_and_report(
     heldout = await ensure_tasks(bus, heldout_split, args.heldout, console, seed=args.seed, env=env)
     initial = await active_checkpoint(bus, 120)
     await check_store_student(bus, initial, args.student)
-    if env in IMPORTED:
-        await check_text_student(bus, initial)
+    if env in IMPORTED or getattr(args, "agent_cmd", None):
+        await check_text_student(bus, initial, why="--agent-cmd" if env not in IMPORTED else "")
     await apply_teacher(bus, args.teacher)
     teacher = await current_teacher(bus)
     console.print(signals_line(spec.trainer, teacher))
@@ -444,6 +465,7 @@ def check_training(args: argparse.Namespace, environments: list[str]) -> None:
     """Raise ``CliError`` before any stack starts for training options that cannot run."""
     branching_spec(args)
     check_student(args)
+    check_agent(args, environments)
     check_teacher(args)
     campaign_spec(args, "probe", dict.fromkeys(environments, 1.0))
 

@@ -221,6 +221,16 @@ def _replicas(
     return plan(entries, scale=scale)
 
 
+def _with_env(
+    base: Mapping[str, Mapping[str, str]], extra: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, str]]:
+    """Each service's environment: ``base`` (its credentials), then ``extra`` over it."""
+    out = {name: dict(env) for name, env in base.items()}
+    for name, env in extra.items():
+        out.setdefault(name, {}).update(env)
+    return out
+
+
 @contextlib.asynccontextmanager
 async def stack(
     url: str | None,
@@ -237,13 +247,17 @@ async def stack(
     service_args: Mapping[str, Sequence[str]] | None = None,
     scale: Mapping[str, int] | None = None,
     environments: Sequence[str] = (),
+    service_env: Mapping[str, Mapping[str, str]] | None = None,
+    embedded_only: str = "",
 ) -> AsyncIterator[Stack]:
     """The stack at ``url`` if it answers, else the one another command runs on ``data_dir``
     (the store), else an embedded one (see the module docstring). ``fresh`` wipes the store's
     JetStream data first (and never attaches to another command's); ``insecure`` runs it
     without users; ``service_args`` (service -> extra flags), ``scale`` (service -> replicas)
     and ``environments`` (a runner each, for environments the registry does not run: the
-    AgentBench ones) shape the embedded stack only. Raises ``StackError``."""
+    AgentBench ones) and ``service_env`` (service -> extra environment variables) shape the
+    embedded stack only; ``embedded_only`` (the reason, for the message) refuses to attach to a
+    running stack, which those would not reach. Raises ``StackError``."""
     names = Names(namespace)
     running = running_url(data_dir)
     if fresh and running:
@@ -255,6 +269,11 @@ async def stack(
         login = await _login(at, data_dir, insecure=insecure)
         if at is None or login is None:
             continue
+        if embedded_only:
+            raise StackError(
+                f"{embedded_only} starts its own stack, but one answers at {at}: stop it, "
+                "or give another --store (and --nats-url)"
+            )
         if at == running:
             echo(f"using the stack already running on {data_dir} at {at}")
         user, password = login
@@ -284,7 +303,10 @@ async def stack(
                 # The agent gateway's token file (aios-rl auth agent-token writes it there).
                 "AIOS_TOKENS_FILE": str(data_dir / AUTH_DIR / AGENTS_FILE),
             },
-            service_env=auth.service_env if auth else {u: credentials_env(None) for u in users},
+            service_env=_with_env(
+                auth.service_env if auth else {u: credentials_env(None) for u in users},
+                service_env or {},
+            ),
             out=sys.stdout if verbose else log_file,
             brokers=[server],
         )

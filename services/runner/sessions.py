@@ -22,6 +22,7 @@ from typing import Any
 from aios_rl.agents.episodes import EnvMove
 from aios_rl.bus import PermanentError, ServiceError, get_logger
 from aios_rl.envs.base import Environment, EnvironmentHost, EnvResult
+from aios_rl.envs.runner import transient
 from contracts import EnvClose, EnvOpen, EnvState, EnvStep
 
 __all__ = ["KEEP_CLOSED", "Session", "SessionHandlers", "Sessions", "state_of"]
@@ -187,7 +188,22 @@ class SessionHandlers:
             if s.result is not None:
                 raise PermanentError("the episode is over: read its result, or close it")
             s.last = self.clock()
-            await s.env.step(req.action)
+            try:
+                await s.env.step(req.action)
+            except Exception as exc:  # as in the runner's own loop: a blocked episode
+                if transient(exc):
+                    raise
+                get_logger(episode_id=s.request.episode_id).exception(
+                    "environment_crashed", session=s.id, error=str(exc)
+                )
+                s.steps += 1
+                s.moves.append(EnvMove(time.time(), req.action, 0.0))
+                s.result = EnvResult(
+                    outcome="blocked",
+                    reward=0.0,
+                    info={"error": f"environment: {type(exc).__name__}: {exc}"[:500]},
+                )
+                return state_of(s, self.instance)
             s.steps += 1
             s.progress = float(getattr(s.env, "progress", 0.0) or 0.0)
             s.moves.append(EnvMove(time.time(), req.action, s.progress))

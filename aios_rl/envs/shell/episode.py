@@ -505,6 +505,8 @@ class ShellEpisode:
         """Do ``action``; returns what it was: ``"read"`` (the tests, ``show``, ``grep``: the
         code cannot have changed), ``"change"`` (an edit, an undo, a shell command: it may
         have), ``None`` (``submit``, an invalid action)."""
+        if "\x00" in action:  # no path, pattern or command holds one (a model can write it)
+            return self._invalid("a NUL character cannot be part of an action")
         if action == SUBMIT:
             self.invalid_streak = 0
             self._evaluate("submit")
@@ -539,9 +541,14 @@ class ShellEpisode:
             self.last_output = self._shell(action)
             self.tests_state = "not run since the last command"
             return "change"
+        return self._invalid()
+
+    def _invalid(self, why: str = "") -> None:
+        """Count an invalid action (``why``: what was wrong with it, for the observation);
+        ``max_invalid`` in a row end the episode."""
         self.invalid_streak += 1
         self.last_output = (
-            f"invalid action ({self.invalid_streak} in a row; "
+            f"invalid action{f': {why}' if why else ''} ({self.invalid_streak} in a row; "
             f"{self.config.max_invalid} end the episode)"
         )
         if self.invalid_streak >= self.config.max_invalid:

@@ -1,0 +1,107 @@
+"""``aios-rl shell train --agent-cmd``: the Python example agent, unmodified, plays a campaign's
+shell episodes (training and held-out) through the stack's OpenAI-compatible endpoint and the
+environment API; the episodes on the stream carry, step for step, the tokens and log-probs the
+engine returned (the gateway's record of each call); the trainer updates on them, and the
+episodes after the update are served by the new checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from aios_rl.stack.embedded import reader
+from aios_rl.state.checkpoints import CheckpointRegistry
+from contracts import AgentCall, Episode, decode
+from contracts.subjects import STREAM_AGENTS, STREAM_EPISODES
+
+from .test_agent_runner import PYTHON_AGENT, long_context_lm
+from .test_realrepo import run_cli
+from .test_student_hf import CHAT_TEMPLATE, HAVE_TRANSFORMERS, make_tokenizer
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="transformers is not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def chat_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Llama with a chat template and room for a shell observation, saved as a
+    model directory (what ``--student hf --model-path`` reads)."""
+    tok = make_tokenizer()
+    tok.chat_template = CHAT_TEMPLATE
+    model = tmp_path_factory.mktemp("chat-model")
+    long_context_lm(tok).save_pretrained(model)
+    tok.save_pretrained(model)
+    return model
+
+
+async def _recorded(
+    store: Path, checkpoint: str
+) -> tuple[list[Episode], dict[str, list[AgentCall]], dict[str, float]]:
+    """Every completed episode on the store's stream, the gateway's record of each episode's
+    calls (in order), and the update metrics of ``checkpoint``."""
+    async with reader(None, store=store) as r:
+        names = r.bus.names
+        episodes = [
+            decode(m.data, m.headers, Episode)
+            async for m in r.bus.read_stream(
+                names.stream(STREAM_EPISODES), names.episode("completed", "shell")
+            )
+        ]
+        calls: dict[str, list[AgentCall]] = {}
+        async for m in r.bus.read_stream(names.stream(STREAM_AGENTS), names.agent_call("*")):
+            call = decode(m.data, m.headers, AgentCall)
+            calls.setdefault(call.episode_id, []).append(call)
+        metrics = (await CheckpointRegistry(r.bus).meta(checkpoint)).metrics
+    return episodes, calls, metrics
+
+
+def test_the_python_agent_trains_in_a_campaign(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chat_model: Path
+) -> None:
+    store = tmp_path / "store"
+    argv = ["shell", "train", "--epochs", "1", "--train-tasks", "4", "--heldout", "2"]
+    argv += [
+        "--tasks-per-epoch",
+        "2",
+        "--group-size",
+        "2",
+        "--teacher",
+        "none",
+        "--algorithm",
+        "ppo",
+    ]
+    argv += ["--student", "hf", "--model-path", str(chat_model)]
+    argv += ["--agent-cmd", PYTHON_AGENT, "--agent-name", "coder"]
+    argv += ["--store", str(store), "--nats-url", "nats://127.0.0.1:1", "--json"]
+    assert run_cli(argv) == 0, capsys.readouterr().err[-3000:]
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["end"] == "finished", doc
+    before, after = doc["before"]["checkpoint"], doc["after"]["checkpoint"]
+    # The agent's token was written for the name asked, digest only.
+    agents = json.loads((store / "auth" / "agents.json").read_text())["agents"]
+    assert set(agents) == {"coder"}
+
+    episodes, calls, metrics = asyncio.run(_recorded(store, after))
+    by_agent = [e for e in episodes if e.info.get("driver") == "agent"]
+    # Held-out before (2), the epoch's rollouts (2 tasks x 2), held-out after (2): all the agent's.
+    assert len(by_agent) == len(episodes) >= 8, [e.info for e in episodes]
+    for ep in by_agent:
+        recorded = calls.get(ep.episode_id, [])
+        assert len(recorded) == len(ep.trajectory) >= 1, ep.info
+        for step, call in zip(ep.trajectory, recorded, strict=True):
+            assert call.agent == "coder" and call.response.checkpoint_id == ep.checkpoint_id
+            assert step.token_ids == call.response.token_ids and step.token_ids
+            assert step.token_logprobs == call.response.token_logprobs
+    # The trainer updated on them (PPO: with every reward 0 here, a random model solves
+    # nothing, a group-relative advantage is 0 and GRPO has nothing to step on; a value
+    # baseline does); the episodes after the update were served by its checkpoint.
+    assert doc["records"] and doc["records"][0]["new_checkpoint"], doc["records"]
+    assert after != before, json.dumps(doc["records"])[:3000]
+    assert metrics["policy_samples"] >= 1 and metrics["grad_norm"] > 0, metrics
+    assert {e.checkpoint_id for e in by_agent} >= {before, after}
