@@ -143,3 +143,35 @@ async def test_an_example_agent_plays_a_rollout_job_recorded_token_by_token(
     # The environment's verdict: three steps of a random model do not fix the bug.
     assert ep.outcome in ("failure", "blocked") and ep.env_reward == 0.0
     assert ep.info["family"] == tasks[0].family
+
+
+def test_an_agents_sandbox_shows_its_project_and_only_the_variables_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent runs as another uid, sees its project (the folder above its script holding a
+    ``package.json``) and not the rest of the host, and has the URLs and token the runner
+    gives it, not the runner's NATS credentials."""
+    from services.runner.agent import AgentDriver, agent_paths
+
+    project = tmp_path / "proj"
+    (project / "dist").mkdir(parents=True)
+    (project / "package.json").write_text("{}")
+    (project / "lib.txt").write_text("beside the script")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the runner's")
+    script = project / "dist" / "agent.py"
+    script.write_text(
+        "import os, sys\n"
+        f"print(os.getuid() != 0, open(sys.argv[1]).read(), os.path.exists({str(secret)!r}),\n"
+        "      os.environ.get('NATS_PASSWORD'), os.environ['OPENAI_API_KEY'])\n"
+    )
+    command = [sys.executable, str(script), str(project / "lib.txt")]
+    assert agent_paths(command) == (project.resolve(),)  # the interpreter: shown anyway
+    assert agent_paths(["python", "x.py"], "/opt/a:/opt/b") == (Path("/opt/a"), Path("/opt/b"))
+    monkeypatch.setenv("NATS_PASSWORD", "runner-secret")
+    settings = ShellRunnerSettings(
+        nats_url="", agent_cmd=" ".join(command), agent_token="tok", agent_timeout_s=60
+    )
+    driver = AgentDriver(None, "shell", settings, None)  # type: ignore[arg-type]
+    code, output = driver._run_sandboxed({"OPENAI_API_KEY": "tok"})
+    assert (code, output) == (0, "True beside the script False None tok\n"), output

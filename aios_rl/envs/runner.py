@@ -60,6 +60,19 @@ class RunnerSettings(ServiceSettings):
     agent_timeout_s: float = 600.0
     """Longest an agent may take over one episode (then it is stopped and the episode judged
     as it stands)."""
+    agent_sandbox: bool = True
+    """Run the agent in the shell environment's sandbox (``docs/agents.md``: its own uid, a
+    read-only allow-list filesystem showing the interpreter, ``/usr`` and the agent's own
+    directory, a private ``/tmp``, seccomp, per-process limits, the host's network so it
+    reaches the gateway). Off: a plain process of the runner's user."""
+    agent_memory_mb: int = 2048
+    """The sandboxed agent's resident memory, all its processes together (MiB). Its address
+    space is not limited as tightly (64 GiB a process): a JavaScript engine reserves gigabytes
+    it never touches."""
+    agent_expose: str = ""
+    """More host paths the sandboxed agent may read (``:``-separated, absolute), beside the
+    directories of the paths in ``agent_cmd`` (a script's project: the nearest folder above it,
+    two levels at most, holding ``package.json`` or ``pyproject.toml``, else its own)."""
     max_sessions: int = 8
     """Episodes driven from outside (``env.open``) one replica holds at once; opening one more
     is refused (503) until one closes or idles out."""
@@ -84,6 +97,10 @@ class RunnerSettings(ServiceSettings):
                 "agent_cmd needs max_sessions >= 1 (the agent's episodes are sessions) and "
                 "agent_token (aios-rl auth agent-token NAME)."
             )
+        if self.agent_memory_mb < 64:
+            raise ValueError(f"agent_memory_mb must be at least 64, got {self.agent_memory_mb}.")
+        if any(p and not p.startswith("/") for p in self.agent_expose.split(":")):
+            raise ValueError(f"agent_expose holds a relative path: {self.agent_expose!r}.")
         if not self.agent_timeout_s > 0:
             raise ValueError(f"agent_timeout_s must be > 0, got {self.agent_timeout_s}.")
 

@@ -11,31 +11,92 @@ The agent's environment variables: ``OPENAI_BASE_URL`` (the gateway's ``/v1``),
 ``/v1/episodes/<id>``: ``GET`` its state, ``POST .../step`` an action), ``AIOS_MODEL`` (the
 checkpoint the job asked for; any model name is answered by it). An agent that ends before its
 episode does leaves it ``blocked``; one that runs past ``agent_timeout_s`` is stopped (its
-process group killed) and the episode judged the same way."""
+process group killed) and the episode judged the same way.
+
+By default the agent runs in the shell environment's sandbox (``agent_sandbox``), with the
+host's network so it reaches the gateway; off, as a plain process of the runner's user
+without the runner's NATS credentials."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import shlex
 import signal
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from aios_rl.agents.episodes import agent_trajectory
 from aios_rl.bus import Bus, get_logger
 from aios_rl.envs.base import EnvResult
 from aios_rl.envs.runner import RunnerSettings, completed_episode
+from aios_rl.envs.shell.sandbox import Sandbox, SandboxConfig
 from contracts import AgentCall, AgentEpisode, EnvClose, EnvOpen, RolloutJob, decode
 from contracts.subjects import STREAM_AGENTS
 
 from .sessions import SessionHandlers
 
-__all__ = ["AgentDriver"]
+__all__ = ["AgentDriver", "agent_paths", "agent_sandbox"]
 
 OUTPUT_KEPT = 2000
 """Characters of the agent's output kept on the episode (its tail)."""
+
+
+AGENT_ADDRESS_SPACE = 64 * 1024**3
+"""A sandboxed agent's address space per process: node reserves about 10 GiB for each
+WebAssembly instance (its HTTP parser is one)."""
+
+PROJECT_MARKERS = ("package.json", "pyproject.toml")
+"""Files that mark a script's project (its dependencies beside it: ``node_modules``)."""
+
+
+def _interpreters(path: Path) -> bool:
+    """``path`` lies in this interpreter's installation (its venv or base): the sandbox shows
+    those already."""
+    roots = {Path(sys.prefix), Path(sys.base_prefix)}
+    return any(path.is_relative_to(r) or path.resolve().is_relative_to(r.resolve()) for r in roots)
+
+
+def agent_paths(command: list[str], extra: str = "") -> tuple[Path, ...]:
+    """The host paths an agent's sandbox shows, read-only: for each argument of ``command``
+    that names an existing path outside this interpreter's installation, its project (the nearest folder at most two levels above it
+    holding one of ``PROJECT_MARKERS``) or its own folder; and ``extra`` (``:``-separated)."""
+    out: list[Path] = []
+    for arg in command:
+        path = Path(arg)
+        if not path.is_absolute() or not path.exists() or _interpreters(path):
+            continue
+        folder = path if path.is_dir() else path.parent
+        for up in (folder, *list(folder.parents)[:2]):
+            if any((up / m).is_file() for m in PROJECT_MARKERS):
+                folder = up
+                break
+        out.append(folder.resolve())
+    out += [Path(p) for p in extra.split(":") if p]
+    return tuple(dict.fromkeys(out))
+
+
+def agent_sandbox(command: list[str], settings: RunnerSettings) -> Sandbox:
+    """The sandbox an agent runs in: the shell environment's, with the host's network (the
+    gateway), the agent's paths shown, its memory, and the episode's deadline as wall time and
+    CPU time."""
+    memory = settings.agent_memory_mb * 1024 * 1024
+    return Sandbox(
+        SandboxConfig(
+            network=True,
+            expose=agent_paths(command, settings.agent_expose),
+            memory_bytes=memory,
+            address_space_bytes=AGENT_ADDRESS_SPACE,
+            wall_timeout_s=settings.agent_timeout_s,
+            cpu_seconds=max(1, math.ceil(settings.agent_timeout_s)),
+            max_processes=256,
+        )
+    )
 
 
 class AgentDriver:
@@ -51,6 +112,13 @@ class AgentDriver:
             sessions,
         )
         self.command = shlex.split(settings.agent_cmd)
+        self.sandbox = agent_sandbox(self.command, settings) if settings.agent_sandbox else None
+
+    async def check(self) -> None:
+        """Prove the agent's sandbox works here (raises ``SandboxUnavailable``); nothing to
+        prove without one."""
+        if self.sandbox is not None:
+            await asyncio.to_thread(self.sandbox.check)
 
     async def _attach(self, job: RolloutJob, state: Any) -> AgentEpisode:
         return await self.bus.request(
@@ -67,6 +135,11 @@ class AgentDriver:
 
     async def _run_agent(self, env: dict[str, str]) -> tuple[int | None, str]:
         """The agent's exit code (``None``: stopped at the deadline) and its output's tail."""
+        if self.sandbox is not None:
+            return await asyncio.to_thread(self._run_sandboxed, env)
+        env = {**os.environ, **env}
+        for secret in ("NATS_USER", "NATS_PASSWORD", "AIOS_AGENT_TOKEN"):
+            env.pop(secret, None)  # the agent gets its token, not the runner's credentials
         proc = await asyncio.create_subprocess_exec(
             *self.command,
             env=env,
@@ -83,6 +156,17 @@ class AgentDriver:
                 os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
             return None, ""
+
+    def _run_sandboxed(self, env: dict[str, str]) -> tuple[int | None, str]:
+        assert self.sandbox is not None
+        with tempfile.TemporaryDirectory(prefix="aios-agent-") as workdir:
+            result = self.sandbox.run(self.command, Path(workdir), env=env)
+        if result.timed_out:
+            return None, result.output[-OUTPUT_KEPT:]
+        tail = result.output[-OUTPUT_KEPT:]
+        if result.blocked_reason:
+            tail += f"\n[sandbox: {result.blocked_reason}]"
+        return result.exit_code, tail
 
     async def run(self, job: RolloutJob) -> Any:
         """The episode ``job`` makes, played by the agent (not yet published)."""
@@ -105,15 +189,12 @@ class AgentDriver:
             attached = await self._attach(job, state)
             base = attached.gateway_url
             env = {
-                **os.environ,
                 "OPENAI_BASE_URL": f"{base}/v1",
                 "OPENAI_API_KEY": self.settings.agent_token,
                 "AIOS_EPISODE_ID": job.episode_id,
                 "AIOS_ENV_URL": f"{base}/v1/episodes/{job.episode_id}",
                 "AIOS_MODEL": job.checkpoint_id,
             }
-            for secret in ("NATS_USER", "NATS_PASSWORD", "AIOS_AGENT_TOKEN"):
-                env.pop(secret, None)  # the agent gets its token, not the runner's credentials
             code, output = await self._run_agent(env)
         finally:
             if self.sessions.sessions.get(state.session) is not None:

@@ -99,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     async def serve(bus: Bus) -> None:
         await provision_runner(bus, spec)
         svc, runner = build(bus, spec, settings)
+        if runner.agent is not None:
+            await runner.agent.check()  # the agent's sandbox works here, or the runner stops
         try:
             await svc.run()
         finally:

@@ -223,6 +223,16 @@ class SandboxConfig:
     """Files and directories the task dir, ``/tmp`` and ``/dev/shm`` may hold together (sampled;
     more kills the sandbox as ``disk_limit``), and the most entries copied back to the host."""
 
+    address_space_bytes: int = 0
+    """Address space per process (``RLIMIT_AS``) when not ``memory_bytes`` (0): for a runtime
+    that reserves far more than it touches (a JavaScript engine reserves gigabytes for
+    WebAssembly); the resident memory stays bounded by ``memory_bytes``."""
+
+    network: bool = False
+    """Share the host's network namespace instead of a loopback of its own: for a program that
+    must reach a service (an agent and its gateway). It then reaches whatever the host
+    reaches; every other isolation and limit stays."""
+
     def __post_init__(self) -> None:
         for name in (
             "cpu_seconds",
@@ -237,6 +247,10 @@ class SandboxConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"SandboxConfig.{name} must be a positive integer, not {value!r}.")
+        if not isinstance(self.address_space_bytes, int) or self.address_space_bytes < 0:
+            raise ValueError(
+                f"SandboxConfig.address_space_bytes must be >= 0, not {self.address_space_bytes!r}."
+            )
         if not self.wall_timeout_s > 0:
             raise ValueError(
                 f"SandboxConfig.wall_timeout_s must be positive, not {self.wall_timeout_s!r}."
@@ -875,7 +889,7 @@ class Sandbox:
 
     def check(self) -> None:
         """Prove that sandboxing works here: the tools exist, bwrap can create the namespaces
-        and the interpreter runs inside, unprivileged and without network. Raises
+        and the interpreter runs inside, unprivileged and (unless ``network``) without network. Raises
         ``SandboxUnavailable`` saying what is missing."""
         tools = ["bwrap", "prlimit"] + (["setpriv"] if self._as_root else [])
         missing = [t for t in tools if shutil.which(t) is None]
@@ -894,15 +908,17 @@ class Sandbox:
             "s.settimeout(1)\n"
             "try:\n"
             "    s.connect(('1.1.1.1', 53))\n"
-            "    print('network')\n"
+            "    net = 'network'\n"
             "except OSError:\n"
-            "    print('no-network', os.getuid(), sys.executable)\n"
+            "    net = 'no-network'\n"
+            "print(net, os.getuid(), sys.executable)\n"
         )
         python = self.config.python
         with tempfile.TemporaryDirectory(prefix="aios-sandbox-check-") as tmp:
             result = self.run([python.name, "-c", probe], Path(tmp))
         words = result.output.split()
-        if result.exit_code != 0 or words[:1] != ["no-network"]:
+        wanted = {"network", "no-network"} if self.config.network else {"no-network"}
+        if result.exit_code != 0 or len(words) < 3 or words[0] not in wanted:
             raise SandboxUnavailable(
                 f"the sandbox probe failed (exit {result.exit_code}): {result.output.strip()!r}"
             )
@@ -914,10 +930,18 @@ class Sandbox:
                 "by the sandbox's uid?"
             )
 
-    def run(self, argv: list[str], workdir: Path, *, stdin: str = "") -> ExecResult:
+    def run(
+        self,
+        argv: list[str],
+        workdir: Path,
+        *,
+        stdin: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
         """Run ``argv`` (``argv[0]`` looked up on the sandbox's ``PATH``) in ``workdir`` inside
-        the sandbox and wait for it; ``workdir`` then holds what the command left in the task
-        dir (within the quota). A command that cannot be found exits 127 with setpriv's or
+        the sandbox and wait for it (``env``: variables set over the sandbox's own, nothing
+        else inherited); ``workdir`` then holds what the command left in the task dir (within
+        the quota). A command that cannot be found exits 127 with setpriv's or
         prlimit's message in the output. Raises ``SandboxError`` for a missing ``workdir``, one
         that overlaps a read-only path or does not fit ``disk_bytes``/``max_files``, or when the
         task dir cannot be copied back; ``SandboxUnavailable`` when bwrap fails."""
@@ -928,17 +952,24 @@ class Sandbox:
         for path in read_only + [Path(os.path.realpath(p)) for p in read_only]:
             if _under(cwd, path) or _under(path, cwd):
                 raise SandboxError(f"the task directory {cwd} overlaps the read-only {path}.")
+        extra = dict(env or {})
         if not self._as_root:
-            return self._run(argv, cwd, stdin, uid=None)
+            return self._run(argv, cwd, stdin, uid=None, env=extra)
         with _uid_slot(self.config.uids) as uid:
-            return self._run(argv, cwd, stdin, uid=uid)
+            return self._run(argv, cwd, stdin, uid=uid, env=extra)
 
     def _command(
-        self, argv: list[str], cwd: Path, uid: int | None, fds: Mapping[str, int]
+        self,
+        argv: list[str],
+        cwd: Path,
+        uid: int | None,
+        fds: Mapping[str, int],
+        env: Mapping[str, str] | None = None,
     ) -> list[str]:
         cfg = self.config
         cmd = ["bwrap", "--die-with-parent", "--new-session"]
-        cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+        cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-uts"]
+        cmd += [] if cfg.network else ["--unshare-net"]
         cmd += ["--unshare-cgroup-try", "--hostname", "sandbox"]
         if uid is None:
             cmd += ["--unshare-user", "--disable-userns"]
@@ -946,7 +977,7 @@ class Sandbox:
         cmd += [*_dirs_for(cwd, self._made), "--perms", "0700", "--size", str(cfg.disk_bytes)]
         cmd += ["--tmpfs", str(cwd), "--remount-ro", "/dev", "--remount-ro", "/"]
         cmd += ["--chdir", str(cwd), "--clearenv"]
-        for key, value in _base_env(cfg.python, "/tmp").items():
+        for key, value in {**_base_env(cfg.python, "/tmp"), **(env or {})}.items():
             cmd += ["--setenv", key, value]
         cmd += ["--info-fd", str(fds["info"]), "--block-fd", str(fds["block"])]
         if "seccomp" in fds:
@@ -954,14 +985,21 @@ class Sandbox:
         cmd += ["--", "prlimit", f"--cpu={cfg.cpu_seconds}:{cfg.cpu_seconds + 1}"]
         # As non-root, bwrap's init counts toward the user namespace's processes too.
         nproc = cfg.max_processes + (1 if uid is None else 0)
-        cmd += [f"--as={cfg.memory_bytes}", f"--nproc={nproc}"]
+        cmd += [f"--as={cfg.address_space_bytes or cfg.memory_bytes}", f"--nproc={nproc}"]
         cmd += [f"--fsize={cfg.max_file_bytes}", "--core=0", "--nofile=1024", "--"]
         if uid is not None:
             cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
             cmd += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
         return cmd + argv
 
-    def _run(self, argv: list[str], cwd: Path, stdin: str, uid: int | None) -> ExecResult:
+    def _run(
+        self,
+        argv: list[str],
+        cwd: Path,
+        stdin: str,
+        uid: int | None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
         out_r, out_w = os.pipe()
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
@@ -974,7 +1012,7 @@ class Sandbox:
                 os.write(bpf_w, self._seccomp)  # a few hundred bytes: fits the pipe buffer
                 os.close(bpf_w)  # bwrap reads the program up to end of file
                 fds["seccomp"] = bpf_r
-            cmd = self._command(argv, cwd, uid, fds)
+            cmd = self._command(argv, cwd, uid, fds, env)
             with _stdin_file(stdin) as stdin_fd:
                 start = time.monotonic()
                 try:
