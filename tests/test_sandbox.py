@@ -6,6 +6,7 @@ by checking that no process of a sandbox uid is left on the host."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -139,11 +140,17 @@ def test_commands_run_unprivileged_and_cannot_make_namespaces(
     assert lines[-1] == "no-userns"
 
 
-def test_no_network_not_even_the_hosts_loopback(sandbox: Sandbox, workdir: Path) -> None:
+@contextlib.contextmanager
+def host_listener() -> Iterator[tuple[socket.socket, int]]:
+    """A TCP socket listening on the host's 127.0.0.1, and its port."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        port = listener.getsockname()[1]
+        yield listener, listener.getsockname()[1]
+
+
+def test_no_network_not_even_the_hosts_loopback(sandbox: Sandbox, workdir: Path) -> None:
+    with host_listener() as (listener, port):
         code = (
             "import socket, sys\n"
             "for host, port in [('127.0.0.1', int(sys.argv[1])), ('1.1.1.1', 53)]:\n"
@@ -163,33 +170,27 @@ def test_no_network_not_even_the_hosts_loopback(sandbox: Sandbox, workdir: Path)
 
 
 def test_with_network_it_reaches_the_hosts_loopback_and_sees_only_the_env_given(
-    workdir: Path,
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``network=True`` (an agent and its gateway): the host's 127.0.0.1 answers; the
     environment is the sandbox's own plus what ``env`` sets (nothing of the caller's); the rest
     of the isolation stays (no ``/work``-like host path, an unprivileged uid)."""
     box = Sandbox(config(network=True))
     box.check()  # its probe may find a network
-    os.environ["AIOS_SANDBOX_LEAK_PROBE"] = "leaked"
-    try:
-        with socket.socket() as listener:
-            listener.bind(("127.0.0.1", 0))
-            listener.listen()
-            port = listener.getsockname()[1]
-            code = (
-                "import os, socket, sys\n"
-                "socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=5).close()\n"
-                "print('connected', os.environ.get('OPENAI_BASE_URL'),"
-                " os.environ.get('AIOS_SANDBOX_LEAK_PROBE'), os.getuid() != 0,"
-                " os.path.exists(sys.argv[2]))\n"
-            )
-            result = box.run(
-                py(code, str(port), str(REPO / "services")),
-                workdir,
-                env={"OPENAI_BASE_URL": "http://127.0.0.1:8410/v1"},
-            )
-    finally:
-        del os.environ["AIOS_SANDBOX_LEAK_PROBE"]
+    monkeypatch.setenv("AIOS_SANDBOX_LEAK_PROBE", "leaked")
+    code = (
+        "import os, socket, sys\n"
+        "socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=5).close()\n"
+        "print('connected', os.environ.get('OPENAI_BASE_URL'),"
+        " os.environ.get('AIOS_SANDBOX_LEAK_PROBE'), os.getuid() != 0,"
+        " os.path.exists(sys.argv[2]))\n"
+    )
+    with host_listener() as (_, port):
+        result = box.run(
+            py(code, str(port), str(REPO / "services")),
+            workdir,
+            env={"OPENAI_BASE_URL": "http://127.0.0.1:8410/v1"},
+        )
     assert result.exit_code == 0, result.output
     assert result.output == "connected http://127.0.0.1:8410/v1 None True False\n"
 
