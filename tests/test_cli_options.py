@@ -403,7 +403,7 @@ async def test_student_hf_makes_the_stack_serve_the_model_directory(
 # -- --agent-cmd ----------------------------------------------------------------------------------------
 
 
-def test_agent_cmd_starts_the_gateway_and_the_runner_with_the_agent() -> None:
+def test_agent_cmd_starts_the_gateway_and_the_runner_with_the_agent(tmp_path: Path) -> None:
     """``--agent-cmd`` gives the environment's runner the agent's command and name (read back by
     the runner's own settings, as the embedded stack starts it) and one agent gateway; it is
     refused for a mixed campaign, a student that does not write text, a branching strategy and a
@@ -433,6 +433,19 @@ def test_agent_cmd_starts_the_gateway_and_the_runner_with_the_agent() -> None:
     check_agent(parse("train", "--strategy", "dapo-filter", "--agent-cmd", cmd), ["shell"])
     with pytest.raises(CliError, match="--agent-name 'a b'"):
         check_agent(parse("train", "--agent-cmd", cmd, "--agent-name", "a b"), ["shell"])
+    # A new token for the name: its digest in the store, the token for that runner alone.
+    from aios_rl.agents.tokens import Tokens
+    from aios_rl.cli._training import agent_service_env
+
+    store = ["--store", str(tmp_path)]
+    assert agent_service_env(parse("train", *store)) == {}
+    assert not (tmp_path / "auth").exists()
+    env = agent_service_env(parse("train", *store, "--agent-cmd", cmd, "--agent-name", "coder"))
+    token = env["shell-runner"]["AIOS_AGENT_TOKEN"]
+    tokens = Tokens.from_json((tmp_path / "auth" / "agents.json").read_text())
+    assert set(env) == {"shell-runner"} and set(tokens.digests) == {"coder"}
+    assert token not in (tmp_path / "auth" / "agents.json").read_text()
+    assert tokens.agent(f"Bearer {token}") == "coder"
     # The runner's token goes beside its credentials, which it does not replace.
     merged = _with_env(
         {"shell-runner": {"NATS_USER": "u"}, "sampler": {"NATS_USER": "s"}},

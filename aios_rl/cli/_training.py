@@ -20,8 +20,10 @@ import msgspec
 
 from contracts import CampaignSpec, GatewaySettings, Names, TrainerSettings
 
+from ..agents.tokens import add_agent
 from ..bus import Bus
 from ..rollouts.plan import BRANCHING
+from ..stack.auth import AUTH_DIR
 from ..stack.services import by_name
 from ..state.checkpoints import CheckpointRegistry
 from ..state.control import ControlStore
@@ -30,6 +32,7 @@ from ._common import CliError, branching_spec, env_recipes
 __all__ = [
     "ServiceFlag",
     "agent_runner",
+    "agent_service_env",
     "apply_teacher",
     "campaign_spec",
     "check_agent",
@@ -132,6 +135,20 @@ def agent_runner(args: argparse.Namespace) -> str:
     if not getattr(args, "agent_cmd", None):
         return ""
     return f"{getattr(args, 'environment', 'shell')}-runner"
+
+
+def agent_service_env(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """``--agent-cmd``: a new token for ``--agent-name`` (its digest written to the store's
+    ``auth/agents.json``, replacing the last one), as the environment of the runner that starts
+    the agent; empty without the option. Raises ``CliError`` when the file cannot be written."""
+    runner = agent_runner(args)
+    if not runner:
+        return {}
+    try:
+        token = add_agent(Path(args.store) / AUTH_DIR, args.agent_name)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--agent-cmd: cannot write the agent's token: {exc}") from exc
+    return {runner: {"AIOS_AGENT_TOKEN": token}}
 
 
 def check_agent(args: argparse.Namespace, environments: list[str]) -> None:

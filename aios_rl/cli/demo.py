@@ -19,7 +19,13 @@ from pathlib import Path
 
 from ..stack.embedded import StackError, has_state, stack
 from ._common import CliError, make_console, training_args
-from ._training import LM_STUDENTS, embedded_options, teacher_needs
+from ._training import (
+    LM_STUDENTS,
+    agent_runner,
+    agent_service_env,
+    embedded_options,
+    teacher_needs,
+)
 from .engine import check_training, train_and_report
 
 __all__ = ["LM_DEMO", "add", "lm_sizes", "run_demo"]
@@ -89,11 +95,12 @@ def run_demo(args: argparse.Namespace) -> int:
             None,
             data_dir=store,
             insecure=args.insecure,
-            needs=teacher_needs(args),
+            needs=teacher_needs(args) | ({"agent-gateway"} if agent_runner(args) else set()),
             echo=console.print,
             fresh=True,
             verbose=args.verbose,
             name="aios-rl-demo",
+            service_env=agent_service_env(args),
             **embedded_options(args),  # type: ignore[arg-type]
         ) as st:
             code = await train_and_report(

@@ -25,13 +25,11 @@ from rich.table import Table
 
 from contracts import Episode, HeldoutScore, Names, RailState
 
-from ..agents.tokens import add_agent
 from ..bus import Bus
 from ..envs import registry
 from ..envs.shell.store import ShellTaskStore
 from ..envs.shell.verify import RunCache, default_cache_dir
 from ..rollouts import RAIL
-from ..stack.auth import AUTH_DIR
 from ..stack.embedded import Stack, StackError, active_checkpoint, stack
 from ..state.checkpoints import CheckpointRegistry, UnknownCheckpointError
 from ..state.control import ControlStore
@@ -48,6 +46,7 @@ from ._common import (
 from ._training import (
     IMPORTED,
     agent_runner,
+    agent_service_env,
     apply_teacher,
     campaign_spec,
     check_agent,
@@ -268,14 +267,9 @@ async def open_stack(
     agent gateway, and the runner given the agent's command and a new token for it)."""
     env = getattr(args, "environment", "shell")
     runner = agent_runner(args)
-    service_env: dict[str, dict[str, str]] = {}
+    service_env = agent_service_env(args)
     if runner:
         needs = needs | {"agent-gateway"}
-        try:
-            token = add_agent(Path(args.store) / AUTH_DIR, args.agent_name)
-        except (OSError, ValueError) as exc:
-            raise CliError(f"--agent-cmd: cannot write the agent's token: {exc}") from exc
-        service_env[runner] = {"AIOS_AGENT_TOKEN": token}
     async with stack(
         args.nats_url,
         namespace=args.namespace,
