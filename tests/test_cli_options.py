@@ -664,3 +664,16 @@ def test_the_demo_is_smaller_with_a_language_model_student_unless_sizes_are_give
         6,
         LM_DEMO["tasks_per_epoch"],
     )
+
+
+def test_config_shows_what_agent_cmd_gives_the_runner(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from .test_realrepo import run_cli
+
+    argv = ["config", "--service", "shell-runner", "--json", "--store", str(tmp_path)]
+    assert run_cli([*argv, "--agent-cmd", "python a.py", "--agent-name", "coder"]) == 0
+    runner = json.loads(capsys.readouterr().out)["services"]["shell-runner"]
+    assert runner["agent_cmd"] == {"value": "python a.py", "source": "flag --agent-cmd"}
+    assert runner["agent_token"]["source"] == "stack"
+    assert not (tmp_path / "auth").exists()  # no token is made to show the settings

@@ -32,6 +32,7 @@ from ..stack.services import SERVICES, ServiceEntry, by_name
 from ._common import CliError, bus_args, make_console, training_args, url
 from ._training import (
     ServiceFlag,
+    agent_runner,
     campaign_spec,
     check_student,
     embedded_options,
@@ -147,7 +148,12 @@ def _run(args: argparse.Namespace) -> int:
     stack_env = {"NATS_URL": url(args), "AIOS_NAMESPACE": args.namespace, "AIOS_LOG_FORMAT": "json"}
     registry = by_name()
     entries = [registry[n] for n in args.service] if args.service else list(SERVICES)
-    per_service = {e.name: service_settings(e, flags, stack_env, os.environ) for e in entries}
+    # --agent-cmd: the runner gets a new agent token each run (never shown): a stand-in here.
+    extra = {r: {"AIOS_AGENT_TOKEN": "<a new token each run>"} for r in [agent_runner(args)] if r}
+    per_service = {
+        e.name: service_settings(e, flags, {**stack_env, **extra.get(e.name, {})}, os.environ)
+        for e in entries
+    }
     campaign = campaign_rows(args, _training_defaults())
     if args.json:
         doc = {
