@@ -151,7 +151,7 @@ def test_an_agents_sandbox_shows_its_project_and_only_the_variables_it_is_given(
     """The agent runs as another uid, sees its project (the folder above its script holding a
     ``package.json``) and not the rest of the host, and has the URLs and token the runner
     gives it, not the runner's NATS credentials."""
-    from services.runner.agent import AgentDriver, agent_paths
+    from services.runner.agent import AgentDriver, absolute_args, agent_paths
 
     project = tmp_path / "proj"
     (project / "dist").mkdir(parents=True)
@@ -166,6 +166,12 @@ def test_an_agents_sandbox_shows_its_project_and_only_the_variables_it_is_given(
         "      os.environ.get('NATS_PASSWORD'), os.environ['OPENAI_API_KEY'])\n"
     )
     command = [sys.executable, str(script), str(project / "lib.txt")]
+    # A relative path names the same file from the runner's directory; a bare word stays.
+    assert absolute_args(["node", "dist/agent.py", "--fast"], cwd=project) == [
+        "node",
+        str(script.resolve()),
+        "--fast",
+    ]
     assert agent_paths(command) == (project.resolve(),)  # the interpreter: shown anyway
     assert agent_paths(["python", "x.py"], "/opt/a:/opt/b") == (Path("/opt/a"), Path("/opt/b"))
     monkeypatch.setenv("NATS_PASSWORD", "runner-secret")

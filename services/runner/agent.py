@@ -41,7 +41,7 @@ from contracts.subjects import STREAM_AGENTS
 
 from .sessions import SessionHandlers
 
-__all__ = ["AgentDriver", "agent_paths", "agent_sandbox"]
+__all__ = ["AgentDriver", "absolute_args", "agent_paths", "agent_sandbox"]
 
 OUTPUT_KEPT = 2000
 """Characters of the agent's output kept on the episode (its tail)."""
@@ -53,6 +53,19 @@ WebAssembly instance (its HTTP parser is one)."""
 
 PROJECT_MARKERS = ("package.json", "pyproject.toml")
 """Files that mark a script's project (its dependencies beside it: ``node_modules``)."""
+
+
+def absolute_args(command: list[str], cwd: Path | None = None) -> list[str]:
+    """``command`` with each argument that names an existing path relative to ``cwd`` (the
+    runner's working directory) made absolute: the agent runs elsewhere (in the sandbox, in a
+    directory of its own)."""
+    base = cwd or Path.cwd()
+    out = []
+    for arg in command:
+        path = Path(arg)
+        is_path = not path.is_absolute() and ("/" in arg or arg.startswith(".")) and arg != "."
+        out.append(str((base / path).resolve()) if is_path and (base / path).exists() else arg)
+    return out
 
 
 def _interpreters(path: Path) -> bool:
@@ -111,7 +124,7 @@ class AgentDriver:
             settings,
             sessions,
         )
-        self.command = shlex.split(settings.agent_cmd)
+        self.command = absolute_args(shlex.split(settings.agent_cmd))
         self.sandbox = agent_sandbox(self.command, settings) if settings.agent_sandbox else None
 
     async def check(self) -> None:
