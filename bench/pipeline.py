@@ -27,8 +27,10 @@ kept busy, CPU seconds of every process over wall seconds, are in the notes). Th
 (every step is a pure function of the task and the decisions), so what is measured is the cost
 of the architecture: bus round trips per step, serialization, JetStream acks, the stages.
 
-Per-stage latency (p50 / p99 over every timed episode) from each episode's timestamps: the job
-seen on ``rollout.job.orchestrator`` by this process (queued), ``timings.started_at``,
+Per-stage latency (p50 / p99 over every timed episode) from each episode's timestamps: the time
+the ROLLOUTS stream stored the job on ``rollout.job.orchestrator`` (queued: the server's clock,
+before any runner can pull it; a core subscriber here can hear of the job after a runner started
+it), ``timings.started_at``,
 ``finished_at`` and ``timings.stages`` (completed, taught, rewarded, compared), and the time this
 process received the compared episode. CPU seconds per process: ``psutil`` over the
 supervisor's children (and nats-server), between the start command and the last compared
@@ -51,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import datetime as dt
 import json
 import os
 import sys
@@ -90,6 +93,7 @@ from contracts import (
     RolloutJob,
     StartCampaign,
 )
+from contracts.subjects import STREAM_ROLLOUTS
 
 
 @dataclass(frozen=True)
@@ -198,9 +202,11 @@ class Watch:
         self.mean_batch: dict[str, float] = {}
         """Campaign -> the sampler's mean batch size while its episodes ran."""
 
-    async def on_job(self, msg: object, _raw: object) -> None:
+    async def on_job(self, msg: object, raw: object) -> None:
+        """``raw`` comes from the ROLLOUTS stream: its metadata says when the job was stored."""
         if isinstance(msg, RolloutJob):
-            self.queued.setdefault(msg.episode_id, time.time())
+            stored = raw.metadata.timestamp  # type: ignore[attr-defined]
+            self.queued.setdefault(msg.episode_id, stored.timestamp())
 
     async def on_compared(self, msg: object, _raw: object) -> None:
         now = time.time()
@@ -361,7 +367,12 @@ async def measure_scale(s: Settings, log: Callable[[str], None]) -> dict:
             await task_store(bus, "orchestrator").put_all(train)
             watch = Watch()
             subs = [
-                await bus.subscribe(bus.names.rollout_job("orchestrator"), watch.on_job),
+                await bus.replay(
+                    bus.names.rollout_job("orchestrator"),
+                    watch.on_job,
+                    stream=bus.names.stream(STREAM_ROLLOUTS),
+                    since=dt.datetime.now(dt.UTC),
+                ),
                 await bus.subscribe(
                     bus.names.episode("compared", "orchestrator"), watch.on_compared
                 ),
