@@ -28,6 +28,7 @@ from aios_rl.cli._training import (
     check_store_student,
     check_student,
     embedded_options,
+    option_needs,
     teacher_needs,
 )
 from aios_rl.cli.engine import ensure_tasks
@@ -416,6 +417,9 @@ def test_agent_cmd_starts_the_gateway_and_the_runner_with_the_agent(tmp_path: Pa
     args = parse("train", "--agent-cmd", cmd, "--agent-name", "coder")
     opts = embedded_options(args)
     assert opts["scale"] == {"agent-gateway": 1}
+    assert option_needs(args) == {"agent-gateway"}
+    both = parse("train", "--agent-cmd", cmd, "--teacher", "oracle")
+    assert option_needs(both) == {"agent-gateway", "teacher-oracle"}
     flags = opts["service_args"]["shell-runner"]  # type: ignore[index]
     settings = load_settings(
         ShellRunnerSettings, ["--env", "shell", *flags, "--agent-token", "t0k"]

@@ -19,7 +19,7 @@ from aios_rl.bus import Bus
 from aios_rl.envs import registry
 from aios_rl.envs.base import Environment, EnvResult, EnvSpec, replay_prefix
 from aios_rl.envs.loop import StepLimitError, run_steps, step_seed
-from aios_rl.envs.runner import RunnerSettings
+from aios_rl.envs.runner import ERROR_CHARS, RunnerSettings, blocked_error
 from aios_rl.state.tasks import TaskKind
 from contracts import (
     ActRequest,
@@ -339,3 +339,12 @@ async def test_a_third_environment_runs_through_the_runner_sampler_and_pipeline(
     assert compared["bx"].outcome == "blocked"
     assert "no beacon task" in compared["bx"].info["error"]
     assert runner.episodes == len(jobs)
+
+
+def test_a_blocked_episodes_error_names_its_kind_and_is_cut() -> None:
+    """One wording for every blocked episode (the runner's loop and a driven session): the kind,
+    the exception's type for an environment's crash, at most ``ERROR_CHARS`` characters."""
+    assert blocked_error("environment", ValueError("bad")) == "environment: ValueError: bad"
+    assert blocked_error("policy", RuntimeError("refused")) == "policy: refused"
+    long = blocked_error("task", KeyError("x" * 2000))
+    assert len(long) == ERROR_CHARS and long.startswith("task: 'xxx")

@@ -126,13 +126,19 @@ def write_agents(path: Path, digests: dict[str, str]) -> None:
     os.chmod(path, 0o644)
 
 
+def check_agent_name(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` can name an agent's token: 1 to 64 letters, digits,
+    ``-`` or ``_``."""
+    if not name or not all(c.isalnum() or c in "-_" for c in name) or len(name) > 64:
+        raise ValueError(f"agent name {name!r}: use up to 64 letters, digits, '-' or '_'")
+
+
 def add_agent(auth_dir: Path, name: str) -> str:
     """A new token for agent ``name`` (a new one replaces its old token), its digest written to
     ``auth_dir / AGENTS_FILE``. Returns the token: shown once, never kept. Raises
     ``ValueError`` for a name that is not letters, digits, ``-`` or ``_``, or a file that does
     not read (nothing is written then)."""
-    if not name or not all(c.isalnum() or c in "-_" for c in name) or len(name) > 64:
-        raise ValueError(f"agent name {name!r}: use up to 64 letters, digits, '-' or '_'")
+    check_agent_name(name)
     path = auth_dir / AGENTS_FILE
     digests = Tokens.from_json(path.read_text()).digests if path.exists() else {}
     token, digest = new_token()

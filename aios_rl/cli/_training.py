@@ -20,7 +20,7 @@ import msgspec
 
 from contracts import CampaignSpec, GatewaySettings, Names, TrainerSettings
 
-from ..agents.tokens import add_agent
+from ..agents.tokens import add_agent, check_agent_name
 from ..bus import Bus
 from ..rollouts.plan import BRANCHING
 from ..stack.auth import AUTH_DIR
@@ -39,6 +39,7 @@ __all__ = [
     "check_store_student",
     "check_student",
     "embedded_options",
+    "option_needs",
     "service_flags",
     "teacher_needs",
 ]
@@ -173,8 +174,10 @@ def check_agent(args: argparse.Namespace, environments: list[str]) -> None:
             "dapo-filter"
         )
     name = getattr(args, "agent_name", "agent")
-    if not name or not all(c.isalnum() or c in "-_" for c in name) or len(name) > 64:
-        raise CliError(f"--agent-name {name!r}: use up to 64 letters, digits, '-' or '_'")
+    try:
+        check_agent_name(name)
+    except ValueError:
+        raise CliError(f"--agent-name {name!r}: use up to 64 letters, digits, '-' or '_'") from None
 
 
 def teacher_needs(args: argparse.Namespace) -> set[str]:
@@ -184,6 +187,12 @@ def teacher_needs(args: argparse.Namespace) -> set[str]:
     if teacher in (None, "none") or f"teacher-{teacher}" not in by_name():
         return set()
     return {f"teacher-{teacher}"}
+
+
+def option_needs(args: argparse.Namespace) -> set[str]:
+    """The services the training options add to a command's stack: the teacher's
+    (:func:`teacher_needs`) and, with ``--agent-cmd``, the agent gateway."""
+    return teacher_needs(args) | ({"agent-gateway"} if agent_runner(args) else set())
 
 
 CLI_TEACHERS = ("claude", "codex", "gemini", "opencode")
@@ -214,8 +223,7 @@ def embedded_options(args: argparse.Namespace) -> dict[str, object]:
     for f in service_flags(args):
         args_of.setdefault(f.service, []).extend([f.flag, f.value])
     registry = by_name()
-    wanted = teacher_needs(args) | ({"agent-gateway"} if agent_runner(args) else set())
-    scale = {name: 1 for name in wanted if registry[name].replicas < 1}
+    scale = {name: 1 for name in option_needs(args) if registry[name].replicas < 1}
     return {"service_args": args_of, "scale": scale}
 
 

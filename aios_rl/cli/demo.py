@@ -21,10 +21,9 @@ from ..stack.embedded import StackError, has_state, stack
 from ._common import CliError, make_console, training_args
 from ._training import (
     LM_STUDENTS,
-    agent_runner,
     agent_service_env,
     embedded_options,
-    teacher_needs,
+    option_needs,
 )
 from .engine import check_training, train_and_report
 
@@ -95,7 +94,7 @@ def run_demo(args: argparse.Namespace) -> int:
             None,
             data_dir=store,
             insecure=args.insecure,
-            needs=teacher_needs(args) | ({"agent-gateway"} if agent_runner(args) else set()),
+            needs=option_needs(args),
             echo=console.print,
             fresh=True,
             verbose=args.verbose,

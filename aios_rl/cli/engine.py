@@ -56,7 +56,7 @@ from ._training import (
     check_text_student,
     current_teacher,
     embedded_options,
-    teacher_needs,
+    option_needs,
 )
 from .campaign_watch import run_campaign
 from .evaluation import EvalSummary
@@ -268,14 +268,12 @@ async def open_stack(
     env = getattr(args, "environment", "shell")
     runner = agent_runner(args)
     service_env = agent_service_env(args)
-    if runner:
-        needs = needs | {"agent-gateway"}
     async with stack(
         args.nats_url,
         namespace=args.namespace,
         data_dir=Path(args.store),
         insecure=args.insecure,
-        needs=needs | teacher_needs(args),
+        needs=needs | option_needs(args),
         echo=console.print,
         environments=(env,) if env in IMPORTED else (),
         service_env=service_env,

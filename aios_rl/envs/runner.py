@@ -19,7 +19,7 @@ from contracts import Episode, EvidenceRef, Outcome, RolloutJob, Timings, Trajec
 from .base import EnvironmentHost, EnvResult
 from .loop import Act, StepLimitError, run_steps
 
-__all__ = ["RunnerSettings", "completed_episode", "run_episode", "transient"]
+__all__ = ["RunnerSettings", "blocked_error", "completed_episode", "run_episode", "transient"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +151,17 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, (RequestTimeout, NoResponders, TaskStoreUnavailableError))
 
 
+ERROR_CHARS = 500
+"""The most characters of a blocked episode's ``info["error"]``."""
+
+
+def blocked_error(kind: str, exc: BaseException) -> str:
+    """A blocked episode's ``info["error"]``: ``"<kind>: <exc>"`` (an environment's crash also
+    names the exception's type), cut to ``ERROR_CHARS``."""
+    what = f"{type(exc).__name__}: {exc}" if kind == "environment" else str(exc)
+    return f"{kind}: {what}"[:ERROR_CHARS]
+
+
 class _PolicyFailed(Exception):
     """The policy refused or failed a step (not transient): the episode is blocked."""
 
@@ -202,19 +213,19 @@ async def run_episode(
             await env.close()
     except _PolicyFailed as exc:
         log.warning("episode_blocked", error=str(exc))
-        info["error"] = f"policy: {exc}"[:500]
+        info["error"] = blocked_error("policy", exc)
     except (UnknownTaskError, CorruptTaskError) as exc:
         log.warning("episode_blocked", error=str(exc))
-        info["error"] = f"task: {exc}"[:500]
+        info["error"] = blocked_error("task", exc)
     except StepLimitError as exc:
         log.warning("episode_blocked", error=str(exc))
-        info["error"] = f"limit: {exc}"[:500]
+        info["error"] = blocked_error("limit", exc)
     except Exception as exc:
         if transient(exc):
             raise
         # The environment crashed: a blocked episode, the job is done.
         log.exception("environment_crashed", error=str(exc))
-        info["error"] = f"environment: {type(exc).__name__}: {exc}"[:500]
+        info["error"] = blocked_error("environment", exc)
     if result is not None:
         info.update(result.info)
         outcome, reward, evidence = result.outcome, result.reward, result.evidence

@@ -77,8 +77,9 @@ def _interpreters(path: Path) -> bool:
 
 def agent_paths(command: list[str], extra: str = "") -> tuple[Path, ...]:
     """The host paths an agent's sandbox shows, read-only: for each argument of ``command``
-    that names an existing path outside this interpreter's installation, its project (the nearest folder at most two levels above it
-    holding one of ``PROJECT_MARKERS``) or its own folder; and ``extra`` (``:``-separated)."""
+    that names an existing path outside this interpreter's installation, its project (the
+    nearest folder at most two levels above it holding one of ``PROJECT_MARKERS``) or its own
+    folder; and ``extra`` (``:``-separated)."""
     out: list[Path] = []
     for arg in command:
         path = Path(arg)

@@ -22,7 +22,7 @@ from typing import Any
 from aios_rl.agents.episodes import EnvMove
 from aios_rl.bus import PermanentError, ServiceError, get_logger
 from aios_rl.envs.base import Environment, EnvironmentHost, EnvResult
-from aios_rl.envs.runner import transient
+from aios_rl.envs.runner import blocked_error, transient
 from contracts import EnvClose, EnvOpen, EnvState, EnvStep
 
 __all__ = ["KEEP_CLOSED", "Session", "SessionHandlers", "Sessions", "state_of"]
@@ -201,7 +201,7 @@ class SessionHandlers:
                 s.result = EnvResult(
                     outcome="blocked",
                     reward=0.0,
-                    info={"error": f"environment: {type(exc).__name__}: {exc}"[:500]},
+                    info={"error": blocked_error("environment", exc)},
                 )
                 return state_of(s, self.instance)
             s.steps += 1
