@@ -20,9 +20,10 @@ the same number of training episodes and updates; only where the episodes come f
 Task draws are the campaign's (``sample_tasks``, seeded per (seed, epoch, environment)), so the
 mixed student's shell tasks of an epoch are the first of the shell-only student's. The loop is
 the in-process kernel's (``aios_rl.local``: ``collect_epoch`` as the campaign collects an epoch,
-one ``train_epoch`` update per epoch learning from the environment's reward alone by the recipe
-of ``bench/learning_rl.py``: GRPO + self-imitation of its own successes + step-level progress
-credit, no teacher; the comparison gate ``Gate`` judging every epoch, as the campaign does), its
+one ``train_epoch`` update per epoch learning from the environment's reward alone by each
+environment's default of ``aios_rl.recipes`` (what ``aios-rl train`` uses, measured in
+``bench/learning_rl.py``): shell and orchestrator episodes by the recipe, GRPO + self-imitation
+of its own successes + step-level progress credit; browser episodes by GRPO alone; no teacher; the comparison gate ``Gate`` judging every epoch, as the campaign does), its
 ``Rollouts`` running a round's episodes of all environments concurrently on the three runners'
 hosts: shell episodes in the sandbox, browser episodes in real Chromium with the sites service
 on an embedded nats-server, orchestrator episodes through their adapter.
@@ -80,6 +81,7 @@ from aios_rl.local import (
     runner_settings,
     train_epochs,
 )
+from aios_rl.recipes import DEFAULT_ENV_RECIPES, env_recipes
 from aios_rl.stats import Interval, bootstrap_mean, paired_difference, stratified_mean, wilson
 from aios_rl.student import load_student, new_student
 from bench import _common
@@ -233,10 +235,20 @@ async def evaluate(rollouts: Rollouts, splits: Splits, tag: str) -> dict[str, di
     return out
 
 
-RECIPE = {"self_imitation": True, "progress_coef": 1.0}
+RECIPE = {"self_imitation": True, "progress_coef": 1.0, "by_environment": env_recipes()}
 """How every trained student learns: from the environment's reward alone, by the recipe
 ``bench/learning_rl.py`` measured (GRPO + self-imitation of its own successes + step-level
-progress credit); no teacher judges, nothing is distilled."""
+progress credit) except where an environment's measured default replaces it
+(``aios_rl.recipes``: browser by GRPO alone), as ``aios-rl train`` does; no teacher judges,
+nothing is distilled."""
+
+
+def recipe_note() -> str:
+    """The environments whose default replaces the recipe, in words."""
+    grpo = sorted(env for env, name in DEFAULT_ENV_RECIPES.items() if name == "grpo")
+    return f"{' and '.join(grpo)} by GRPO alone" if grpo else "every environment by the recipe"
+
+
 REFERENCE_RUNS = 2
 """The comparison gate's reference runs of each task an epoch (the weights before the update)."""
 
@@ -714,6 +726,7 @@ def with_tables(out: Path, text: str, numbers: dict, res: dict) -> None:
     payload["runs"] = res["runs"]
     payload["heldout"] = res["heldout"]
     payload["browser_retries"] = res["browser_retries"]
+    payload["recipes"] = dict(DEFAULT_ENV_RECIPES)
     path.write_text(json.dumps(payload, indent=2) + "\n")
 
 
@@ -771,9 +784,10 @@ def main(argv: list[str] | None = None) -> int:
         "Training: the in-process kernel per student (aios_rl.local: collect_epoch draws and "
         "runs each epoch's tasks as the campaign service does, on the real environment hosts "
         "and run_steps; one train_epoch update per epoch with the trainer service's "
-        "configuration), learning from the environment's reward alone by the recipe "
-        "(GRPO + self-imitation of its own successes + step-level progress credit; no teacher "
-        "judges, nothing is distilled), GRPO groups at temperature 1, the comparison gate on "
+        "configuration), learning from the environment's reward alone by each "
+        "environment's default (aios_rl.recipes, as aios-rl train: shell and orchestrator by "
+        "the recipe, GRPO + self-imitation of its own successes + step-level progress credit; "
+        f"{recipe_note()}; no teacher judges, nothing is distilled), GRPO groups at temperature 1, the comparison gate on "
         f"({REFERENCE_RUNS} reference runs a task an epoch under the weights before the last "
         "update, the epoch verdict and decide_epoch; a rollback restores the weights and skips "
         "the epoch's update); the mixed student's environments run concurrently. "

@@ -182,6 +182,18 @@ def test_a_bad_env_recipe_is_a_one_line_error(
     assert f"{value!r} is not ENV=grpo or ENV=recipe" in err
 
 
+def test_the_measured_recipes_are_one_table_for_the_cli_and_the_benchmarks() -> None:
+    """``aios_rl.recipes`` holds the defaults ``aios-rl train`` and ``bench/phase_de.py`` use:
+    an override replaces a default, an unknown name is refused."""
+    from aios_rl.recipes import env_recipes
+
+    grpo = EnvironmentRecipe(self_imitation=False, progress_coef=0.0)
+    assert env_recipes() == {"browser": grpo}
+    assert env_recipes({"browser": "recipe", "shell": "grpo"}) == {"shell": grpo}
+    with pytest.raises(ValueError, match="not a recipe: shell=ppo"):
+        env_recipes({"shell": "ppo"})
+
+
 def test_defaults_and_the_data_dir_alias(monkeypatch: pytest.MonkeyPatch) -> None:
     args = parse("train", "--data-dir", "elsewhere")
     assert args.store == Path("elsewhere")

@@ -19,8 +19,10 @@ from typing import Any
 import msgspec
 from rich.console import Console
 
+from aios_rl import recipes
 from aios_rl.bus import Bus, ProvisionError, connect, provision
 from aios_rl.errors import AiosError
+from aios_rl.recipes import ENV_RECIPES
 from aios_rl.rollouts import STRATEGIES
 from aios_rl.rollouts import validate as validate_strategy
 from aios_rl.stack.embedded import DEFAULT_STORE, reader
@@ -220,15 +222,6 @@ def non_negative_float(text: str) -> float:
     return value
 
 
-ENV_RECIPES = ("grpo", "recipe")
-"""What an environment's episodes learn from reward by (``--env-recipe``): ``grpo``, GRPO
-alone (no self-imitation, no step progress); ``recipe``, the campaign's settings
-(``--self-imitation``, ``--progress-coef``: by default GRPO with both)."""
-DEFAULT_ENV_RECIPES = {"browser": "grpo"}
-"""Measured (bench/results/learning_rl.md): on MiniWoB++ GRPO alone beats the recipe (paired
-+0.135 [+0.062, +0.219] held-out success), on shell and orchestrator the recipe beats GRPO."""
-
-
 def env_recipe(text: str) -> tuple[str, str]:
     """``ENV=grpo`` or ``ENV=recipe``. Raises ``ArgumentTypeError`` otherwise."""
     env, sep, name = text.partition("=")
@@ -241,12 +234,7 @@ def env_recipe(text: str) -> tuple[str, str]:
 
 def env_recipes(given: Sequence[tuple[str, str]] | None) -> dict[str, EnvironmentRecipe]:
     """The trainer's per-environment recipes: the measured defaults, then ``--env-recipe``."""
-    names = {**DEFAULT_ENV_RECIPES, **dict(given or ())}
-    return {
-        env: EnvironmentRecipe(self_imitation=False, progress_coef=0.0)
-        for env, name in sorted(names.items())
-        if name == "grpo"
-    }
+    return recipes.env_recipes(dict(given or ()))
 
 
 def positive_float(text: str) -> float:
