@@ -13,7 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from ._base import Message
-from .episode import EvidenceRef
+from .episode import DecodingRegime, EvidenceRef
 from .vocab import Environment, Outcome
 
 __all__ = [
@@ -120,6 +120,10 @@ class CompletionResponse(Message, frozen=True, kw_only=True):
     """Each of ``token_ids`` decoded on its own (what ``logprobs`` entries show)."""
     top_logprobs: list[list[TokenAlternative]] = []
     """Per token, the most likely alternatives when asked for."""
+    token_entropies: list[float] = []
+    """Per token, the entropy (nats) of the raw next-token distribution it was drawn from
+    (exact from the student's logits; an engine's, from its top log-probs: a lower bound):
+    where an episode was uncertain, for strategies that branch there."""
 
 
 class AgentCall(Message, frozen=True, kw_only=True):
@@ -138,6 +142,9 @@ class AgentCall(Message, frozen=True, kw_only=True):
     response: CompletionResponse
     at: float = 0.0
     """When it was answered (Unix seconds)."""
+    replayed: bool = False
+    """The answer is a recorded one given again: the call of a continuation that replays its
+    parent's turns (``AgentEpisode.replay``), not sampled and never trained on."""
 
 
 # -- environments driven from outside ---------------------------------------------------------------
@@ -224,3 +231,14 @@ class AgentEpisode(Message, frozen=True, kw_only=True):
     env: EnvState | None = None
     gateway_url: str = ""
     """In the answer: the gateway's base URL (``<url>/v1`` is the agent's OpenAI base URL)."""
+    replay: list[AgentCall] = []
+    """A continuation (a branch of another episode): its parent's first calls, as recorded.
+    The agent's call ``i`` asking what the parent's call ``i`` asked (the same messages and
+    tools) gets the parent's answer again (recorded ``replayed``); the first call that asks
+    anything else, and every call after it, is sampled."""
+    regime: DecodingRegime | None = None
+    """How the episode's sampled calls are drawn (temperature, top_p), whatever the agent asks;
+    ``None``: as the agent asks."""
+    sampling_seed: int | None = None
+    """Seeds the sampled calls (call ``i``: ``step_seed(sampling_seed, i)``), whatever the
+    agent asks; ``None``: the agent's ``seed``."""

@@ -105,3 +105,53 @@ def test_the_python_agent_trains_in_a_campaign(
     assert after != before, json.dumps(doc["records"])[:3000]
     assert metrics["policy_samples"] >= 1 and metrics["grad_norm"] > 0, metrics
     assert {e.checkpoint_id for e in by_agent} >= {before, after}
+
+
+def test_a_branched_agent_episode_replays_its_parents_turns_then_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chat_model: Path
+) -> None:
+    """``--strategy heuristic``: a task's second rollout branches off its first at its most
+    uncertain call. The agent runs again from the start in the parent's environment; the
+    gateway gives it its parent's answers again while it asks what the parent asked (replayed
+    steps, the parent's very tokens, never trained on), then samples its own."""
+    store = tmp_path / "store"
+    argv = ["shell", "train", "--epochs", "1", "--train-tasks", "4", "--heldout", "1"]
+    argv += ["--tasks-per-epoch", "1", "--group-size", "2", "--strategy", "heuristic"]
+    argv += ["--teacher", "none", "--algorithm", "ppo"]
+    argv += ["--student", "hf", "--model-path", str(chat_model)]
+    argv += ["--agent-cmd", PYTHON_AGENT, "--agent-name", "coder"]
+    argv += ["--store", str(store), "--nats-url", "nats://127.0.0.1:1", "--json"]
+    assert run_cli(argv) == 0, capsys.readouterr().err[-3000:]
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["end"] == "finished", doc
+    episodes, calls, metrics = asyncio.run(_recorded(store, doc["after"]["checkpoint"]))
+    by_id = {e.episode_id: e for e in episodes}
+    (branch,) = [e for e in episodes if e.branch is not None]
+    parent = by_id[branch.branch.parent_episode_id]
+    k = branch.branch.branch_step
+    assert k >= 1 and branch.seed == parent.seed  # the parent's environment
+    assert branch.info["prefix_calls"] == str(k), branch.info
+    # The replay holds while the agent asks what its parent asked: its first call always (the
+    # task's first observation); a later one only while the environment says the same again
+    # (a random model's command can run two processes whose output interleaves either way).
+    n = int(branch.info["replayed_calls"])
+    mine, theirs = calls[branch.episode_id], calls[parent.episode_id]
+    assert 1 <= n <= k
+    if n < k:
+        assert mine[n].request.messages != theirs[n].request.messages
+    assert [c.replayed for c in mine] == [s.replayed for s in branch.trajectory]
+    assert [s.replayed for s in branch.trajectory] == [i < n for i in range(len(mine))]
+    for step, call in zip(branch.trajectory[:n], theirs, strict=False):
+        assert (step.token_ids, step.action) == (call.response.token_ids, call.response.text)
+        assert step.progress == 0.0  # credited to the parent's step
+    # Every step has the entropy its tokens were drawn with (where the strategy branched).
+    assert all(s.token_entropies and s.entropy > 0 for s in parent.trajectory)
+    # The update learned from each rollout's own steps only: the replayed ones are the parent's.
+    own = sum(
+        1
+        for e in episodes
+        if e.role == "rollout" and e.epoch == branch.epoch and e.campaign_id == branch.campaign_id
+        for s in e.trajectory
+        if not s.replayed
+    )
+    assert metrics["policy_samples"] == own, (metrics, own)

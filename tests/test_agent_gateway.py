@@ -12,10 +12,17 @@ import pytest
 from aios_rl.agents.tokens import AGENTS_FILE, Tokens, add_agent, new_token, token_digest
 from aios_rl.agents.wire import WireError
 from aios_rl.bus import Bus, RemoteError
+from aios_rl.envs.loop import step_seed
 from aios_rl.state.checkpoints import CheckpointRegistry
-from contracts import AgentCall, AgentEpisode, CheckpointPointers, Names, decode
+from contracts import AgentCall, AgentEpisode, CheckpointPointers, DecodingRegime, Names, decode
 from contracts.subjects import STREAM_AGENTS
-from services.agent_gateway.logic import Episodes, resolve_model
+from services.agent_gateway.logic import (
+    Episodes,
+    Pinned,
+    replayed_answer,
+    resolve_model,
+    sampling_of,
+)
 from services.agent_gateway.main import build as build_gateway
 from services.agent_gateway.main import token_file
 from services.agent_gateway.settings import AgentGatewaySettings
@@ -138,6 +145,40 @@ def test_an_episode_is_pinned_to_one_checkpoint_and_owned_by_one_agent() -> None
     assert eps.claim("e1", "intruder", lambda: "ck-3", now=201).agent == "intruder"
 
 
+def test_a_continuation_gets_its_parents_answers_while_it_asks_the_same() -> None:
+    """The parent's answer again for call i while the agent asks what the parent's call i
+    asked; from the first call that differs on, every call is sampled (replay over), under the
+    episode's regime and a seed per call when the runner gave them."""
+    from aios_rl.envs.loop import step_seed
+    from contracts import ChatMessage, CompletionRequest, CompletionResponse, DecodingRegime
+
+    def call(i: int, content: str) -> AgentCall:
+        messages = [ChatMessage(role="user", content=content)]
+        return AgentCall(
+            episode_id="parent", index=i, agent="coder",
+            request=CompletionRequest(request_id=f"r{i}", checkpoint_id="ck", messages=messages),
+            response=CompletionResponse(request_id=f"r{i}", checkpoint_id="ck", text=f"a{i}"),
+        )  # fmt: skip
+
+    parent = [call(0, "$ ls"), call(1, "$ cat a.py"), call(2, "$ pytest")]
+    pinned = Pinned(agent="coder", checkpoint_id="ck", replay=parent)
+    ask = [ChatMessage(role="user", content="$ ls")]
+    first = replayed_answer(pinned, 0, ask, [])
+    assert first is not None and first.text == "a0" and pinned.replayed == 1
+    assert replayed_answer(pinned, 1, ask, []) is None  # asks another thing: sampled ...
+    later = [ChatMessage(role="user", content="$ pytest")]
+    assert replayed_answer(pinned, 2, later, []) is None and pinned.replay == []  # ... from on
+    tools = [{"type": "function", "function": {"name": "run"}}]
+    fresh = Pinned(agent="coder", checkpoint_id="ck", replay=parent)
+    assert replayed_answer(fresh, 0, ask, tools) is None  # the tools are part of the question
+    # Sampling: what the agent asks, unless the runner set the episode's regime and seeds.
+    assert sampling_of(None, 3, 0.7, 0.9, 5) == (0.7, 0.9, 5)
+    assert sampling_of(fresh, 3, 0.7, 0.9, 5) == (0.7, 0.9, 5)
+    fresh.regime, fresh.sampling_seed = DecodingRegime(temperature=1.3, top_p=0.8), 11
+    assert sampling_of(fresh, 3, 0.7, 0.9, 5) == (1.3, 0.8, step_seed(11, 3))
+    assert sampling_of(fresh, 4, 0.7, 0.9, 5)[2] != step_seed(11, 3)
+
+
 # -- the service ------------------------------------------------------------------------------------
 
 needs_transformers = pytest.mark.skipif(
@@ -249,14 +290,47 @@ async def test_an_openai_client_gets_completions_recorded_per_episode_pinned_and
                 names.agent_attach(), AgentEpisode(episode_id="ep-run", agent="intruder"),
                 AgentEpisode, timeout=10,
             )  # fmt: skip
+        # A continuation of ep-run: its recorded answer again while the agent asks the same,
+        # then a sample under the continuation's regime and seed.
+        (parent,) = [
+            decode(m.data, m.headers, AgentCall)
+            async for m in bus.read_stream(names.stream(STREAM_AGENTS), names.agent_call("ep-run"))
+        ]
+        await bus.request(
+            names.agent_attach(),
+            AgentEpisode(
+                episode_id="ep-branch", agent="coder", checkpoint_id=second, replay=[parent],
+                regime=DecodingRegime(temperature=1.5, top_p=0.9), sampling_seed=77,
+            ),
+            AgentEpisode, timeout=10,
+        )  # fmt: skip
+        again = await agent.chat.completions.create(
+            model="any",
+            messages=messages,
+            max_tokens=4,
+            user="ep-branch",  # type: ignore[arg-type]
+        )
+        assert again.choices[0].message.content == named.choices[0].message.content
+        await agent.chat.completions.create(
+            model="any",
+            messages=messages,
+            max_tokens=4,
+            user="ep-branch",  # type: ignore[arg-type]
+        )
         calls = [
             decode(m.data, m.headers, AgentCall)
             async for m in bus.read_stream(names.stream(STREAM_AGENTS), names.agent_call("*"))
         ]
     # Every call of a tagged episode is on the stream, in order, as served.
     assert [(c.episode_id, c.index) for c in calls] == [
-        ("ep-1", 0), ("ep-1", 1), ("ep-2", 0), ("ep-3", 0), ("ep-run", 0)
+        ("ep-1", 0), ("ep-1", 1), ("ep-2", 0), ("ep-3", 0), ("ep-run", 0), ("ep-branch", 0),
+        ("ep-branch", 1),
     ]  # fmt: skip
+    replayed, sampled = calls[-2:]
+    assert replayed.replayed and replayed.response.token_ids == parent.response.token_ids
+    assert not sampled.replayed and sampled.response.token_entropies
+    assert (sampled.request.temperature, sampled.request.top_p) == (1.5, 0.9)
+    assert sampled.request.seed == step_seed(77, 1)
     for call, answer in zip(calls, (a0, a1, b0), strict=False):
         assert call.agent == "coder" and call.response.checkpoint_id == answer.model
         served = [e.logprob for e in answer.choices[0].logprobs.content]  # type: ignore[union-attr]
@@ -264,4 +338,5 @@ async def test_an_openai_client_gets_completions_recorded_per_episode_pinned_and
         assert len(call.response.token_ids) == answer.usage.completion_tokens  # type: ignore[union-attr]
         assert call.request.messages[0].content == messages[0]["content"]
         assert call.response.prompt_ids and call.request.max_tokens == 8
-    assert gw.stats()["recorded"] == 5 and gw.stats()["refused"] >= 5
+    assert gw.stats()["recorded"] == 7 and gw.stats()["replayed"] == 1
+    assert gw.stats()["refused"] >= 5

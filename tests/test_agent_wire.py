@@ -326,3 +326,22 @@ def test_an_agents_calls_become_its_trajectory_credited_by_its_moves() -> None:
         agent_trajectory([_call(0, 1.0), _call(1, 2.0, checkpoint="ck-2")])
     with pytest.raises(ValueError, match="calls missing"):
         agent_trajectory([_call(0, 1.0), _call(2, 2.0)])
+
+
+def test_a_continuations_replayed_calls_are_replayed_steps() -> None:
+    """A continuation's calls that gave its parent's answers again are replayed steps: never
+    trained on (no credit either), and their checkpoint (the parent's) does not count against
+    the one its own sampled calls were answered by. A step's entropy is its tokens' mean."""
+    import msgspec
+
+    from aios_rl.agents.episodes import EnvMove, agent_trajectory
+
+    parent = _call(0, 1.0, checkpoint="ck-0", token_entropies=[0.5, 1.5])
+    calls = [msgspec.structs.replace(parent, replayed=True), _call(1, 2.0, checkpoint="ck-1")]
+    checkpoint, steps = agent_trajectory(calls, [EnvMove(1.5, "ls", 0.5), EnvMove(2.5, "x", 0.25)])
+    assert checkpoint == "ck-1"
+    assert [s.replayed for s in steps] == [True, False]
+    assert [s.progress for s in steps] == [0.0, 0.25]  # the replayed step's move is its parent's
+    assert steps[0].entropy == pytest.approx(1.0) and steps[0].token_entropies == [0.5, 1.5]
+    only = agent_trajectory([msgspec.structs.replace(parent, replayed=True)])
+    assert only[0] == "ck-0" and only[1][0].replayed

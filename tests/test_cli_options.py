@@ -419,8 +419,8 @@ async def test_student_hf_makes_the_stack_serve_the_model_directory(
 def test_agent_cmd_starts_the_gateway_and_the_runner_with_the_agent(tmp_path: Path) -> None:
     """``--agent-cmd`` gives the environment's runner the agent's command and name (read back by
     the runner's own settings, as the embedded stack starts it) and one agent gateway; it is
-    refused for a mixed campaign, a student that does not write text, a branching strategy and a
-    bad name."""
+    refused for a mixed campaign, a student that does not write text, a RAIL strategy and a bad
+    name (entropy and heuristic branching run: continuations replay the agent's turns)."""
     from aios_rl.cli._training import check_agent
     from aios_rl.envs.shell.adapter import ShellRunnerSettings
     from aios_rl.stack.embedded import _with_env
@@ -444,8 +444,10 @@ def test_agent_cmd_starts_the_gateway_and_the_runner_with_the_agent(tmp_path: Pa
         check_agent(args, ["shell", "browser"])
     with pytest.raises(CliError, match="writes text"):
         check_agent(parse("train", "--student", "tiny", "--agent-cmd", cmd), ["shell"])
-    with pytest.raises(CliError, match="--strategy entropy: agent episodes are not branched"):
-        check_agent(parse("train", "--strategy", "entropy", "--agent-cmd", cmd), ["shell"])
+    with pytest.raises(CliError, match="--strategy rail: RAIL reads the student's hidden"):
+        check_agent(parse("train", "--strategy", "rail", "--agent-cmd", cmd), ["shell"])
+    for branching in ("entropy", "heuristic"):  # continuations replay the agent's turns
+        check_agent(parse("train", "--strategy", branching, "--agent-cmd", cmd), ["shell"])
     check_agent(parse("train", "--strategy", "dapo-filter", "--agent-cmd", cmd), ["shell"])
     with pytest.raises(CliError, match="--agent-name 'a b'"):
         check_agent(parse("train", "--agent-cmd", cmd, "--agent-name", "a b"), ["shell"])

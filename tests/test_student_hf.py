@@ -546,6 +546,13 @@ def test_a_completion_is_written_after_a_conversation_and_scored_as_the_trainer_
     ):
         assert top[0] == (token, pytest.approx(lp, abs=1e-6))  # greedy: the likeliest token
         assert len(top) == 3 and top[0][1] >= top[1][1] >= top[2][1]
+    # Each token's entropy, exact: above what its top 3 alone bound, below uniform's.
+    from aios_rl.student.engine import top_logprob_entropy
+
+    assert len(greedy.token_entropies) == n
+    for h, top in zip(greedy.token_entropies, greedy.top_logprobs, strict=True):
+        bound = top_logprob_entropy([lp for _, lp in top])
+        assert bound - 1e-4 <= h <= math.log(len(tok)) + 1e-4
     ev = m.evaluate([Decision("ignored", prompt_ids=tuple(ids))], [tuple(greedy.token_ids)])
     assert ev.logprobs[0][ev.mask[0]].tolist() == pytest.approx(greedy.token_logprobs, abs=1e-4)
     # Sampling: the same seed, the same completion; another seed, (here) another one.

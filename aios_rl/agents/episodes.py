@@ -6,7 +6,9 @@ the actions the agent took after it.
 The calls come from the ``AGENTS`` stream (``AgentCall``, in order); the moves are the actions
 the agent took in its environment episode, with when they were taken. A move is credited to the
 last call answered before it (a move before any call, to the first call): the completion that
-led to it."""
+led to it. A continuation's calls that gave its parent's answers again (``AgentCall.replayed``)
+are replayed steps: kept for the record, never trained on (the parent's episode trains on
+them), credited with nothing. A step's entropy is its tokens' mean."""
 
 from __future__ import annotations
 
@@ -49,18 +51,24 @@ def _action(call: AgentCall) -> str:
     return f"{r.text}\n{calls}" if r.text else calls
 
 
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
 def agent_trajectory(
     calls: Sequence[AgentCall], moves: Sequence[EnvMove] = ()
 ) -> tuple[str, list[TrajectoryStep]]:
     """The checkpoint that answered and one step per call, in the calls' order. Raises
-    ``ValueError`` for no calls, calls of two checkpoints (an episode is pinned to one) or a
-    gap in the calls' indices (one was lost)."""
+    ``ValueError`` for no calls, sampled calls of two checkpoints (an episode is pinned to one)
+    or a gap in the calls' indices (one was lost)."""
     ordered = sorted(calls, key=lambda c: c.index)
     if not ordered:
         raise ValueError("the agent asked the student nothing")
     if [c.index for c in ordered] != list(range(len(ordered))):
         raise ValueError(f"calls missing: indices {[c.index for c in ordered]}")
-    served = {c.response.checkpoint_id for c in ordered}
+    served = {c.response.checkpoint_id for c in ordered if not c.replayed} or {
+        ordered[-1].response.checkpoint_id
+    }
     if len(served) != 1:
         raise ValueError(f"one episode answered by {len(served)} checkpoints: {sorted(served)}")
     answered = [c.at for c in ordered]
@@ -73,10 +81,13 @@ def agent_trajectory(
             observation=observation_of(c.request.messages),
             action=_action(c),
             logprob=sum(c.response.token_logprobs),
+            entropy=_mean(c.response.token_entropies),
+            token_entropies=list(c.response.token_entropies),
             token_ids=list(c.response.token_ids),
             token_logprobs=list(c.response.token_logprobs),
             prompt_ids=list(c.response.prompt_ids),
-            progress=round(credit[i], 6),
+            progress=0.0 if c.replayed else round(credit[i], 6),
+            replayed=c.replayed,
         )
         for i, c in enumerate(ordered)
     ]

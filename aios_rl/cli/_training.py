@@ -22,7 +22,7 @@ from contracts import CampaignSpec, GatewaySettings, Names, TrainerSettings
 
 from ..agents.tokens import add_agent, check_agent_name
 from ..bus import Bus
-from ..rollouts.plan import BRANCHING
+from ..rollouts.plan import RAIL
 from ..stack.auth import AUTH_DIR
 from ..stack.services import by_name
 from ..state.checkpoints import CheckpointRegistry
@@ -154,8 +154,9 @@ def agent_service_env(args: argparse.Namespace) -> dict[str, dict[str, str]]:
 
 def check_agent(args: argparse.Namespace, environments: list[str]) -> None:
     """Raise ``CliError`` for ``--agent-cmd`` where it cannot run: a mixed campaign (one agent
-    for one environment), a student that does not write text, a strategy that branches (agent
-    episodes are not continued from a prefix), a name a token cannot have."""
+    for one environment), a student that does not write text, a RAIL strategy (its context
+    reads the student's hidden state at each step, which an agent's completions do not carry),
+    a name a token cannot have."""
     if not getattr(args, "agent_cmd", None):
         return
     if len(environments) != 1:
@@ -167,11 +168,11 @@ def check_agent(args: argparse.Namespace, environments: list[str]) -> None:
             "the agent asks it for chat completions"
         )
     strategy = getattr(args, "strategy", "uniform")
-    if strategy in BRANCHING:
+    if strategy in RAIL:
         raise CliError(
-            f"--agent-cmd with --strategy {strategy}: agent episodes are not branched yet (a "
-            "continuation would replay the agent's turns; docs/agents.md); use uniform or "
-            "dapo-filter"
+            f"--agent-cmd with --strategy {strategy}: RAIL reads the student's hidden state at "
+            "each step, which an agent's completions do not carry (docs/agents.md); use "
+            "uniform, entropy, heuristic or dapo-filter"
         )
     name = getattr(args, "agent_name", "agent")
     try:

@@ -376,7 +376,7 @@ class LMEngine:
                 max_tokens=limit,
                 seed=seed,
             ),
-            logprobs=max(top_logprobs, 1),
+            logprobs=max(top_logprobs, self.config.top_logprobs, 1),
             stop=list(stop) or None,
             stop_token_ids=[student.eos_id],
         )
@@ -399,6 +399,9 @@ class LMEngine:
             text=out.text,
             finish_reason="stop" if ended else "length",
             top_logprobs=tops,
+            token_entropies=[
+                top_logprob_entropy([float(v.logprob) for v in row.values()]) for row in rows
+            ],
         )
 
     async def close(self) -> None:

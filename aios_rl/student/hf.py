@@ -23,7 +23,7 @@ import io
 import tempfile
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,8 @@ class Completion:
     """``stop`` (end of turn or a stop string) or ``length`` (``max_tokens``)."""
     top_logprobs: list[list[tuple[int, float]]]
     """Per token, the most likely ``(token id, log-prob)`` alternatives when asked for."""
+    token_entropies: list[float] = field(default_factory=list)
+    """Per token, the entropy (nats) of the raw next-token distribution it was drawn from."""
 
 
 @dataclass(frozen=True)
@@ -813,6 +815,7 @@ class HFStudent(nn.Module):
         written: list[int] = []
         logps: list[float] = []
         tops: list[list[tuple[int, float]]] = []
+        entropies: list[float] = []
         text, finish = "", "length"
         for step in range(steps):
             logits = out.logits[0, -1].float().cpu()
@@ -820,6 +823,7 @@ class HFStudent(nn.Module):
             raw = torch.log_softmax(logits, dim=-1)
             written.append(token)
             logps.append(float(raw[token]))
+            entropies.append(float(-(raw.exp() * raw).nan_to_num().sum()))
             if top_logprobs > 0:
                 best = torch.topk(raw, min(top_logprobs, raw.shape[0]))
                 tops.append(
@@ -850,6 +854,7 @@ class HFStudent(nn.Module):
             text=text,
             finish_reason=finish,
             top_logprobs=tops,
+            token_entropies=entropies,
         )
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:

@@ -39,7 +39,7 @@ from contracts import (
     EnvStep,
 )
 
-from .logic import Episodes, resolve_model
+from .logic import Episodes, Pinned, replayed_answer, resolve_model, sampling_of
 from .settings import AgentGatewaySettings
 
 __all__ = ["Answer", "Gateway"]
@@ -75,6 +75,7 @@ class Gateway:
         self.base_url = ""
         self.completions = 0
         self.recorded = 0
+        self.replayed = 0
         self.refused = 0
         self.log = get_logger()
 
@@ -127,6 +128,7 @@ class Gateway:
         agent = self.tokens().agent(authorization)
         req = parse_chat_request(body, max_tokens_cap=self.settings.max_tokens)
         episode_id = (episode or req.user or "").strip()
+        pinned: Pinned | None = None
         if episode_id:
             try:
                 self.bus.names.agent_call(episode_id)
@@ -149,6 +151,8 @@ class Gateway:
                 )
         else:
             checkpoint = await self._checkpoint(req.model)
+        index = pinned.calls if pinned is not None else 0
+        temperature, top_p, seed = sampling_of(pinned, index, req.temperature, req.top_p, req.seed)
         request = CompletionRequest(
             request_id=uuid.uuid4().hex,
             checkpoint_id=checkpoint,
@@ -156,17 +160,22 @@ class Gateway:
             episode_id=episode_id,
             agent=agent,
             tools=req.tools,
-            temperature=req.temperature,
-            top_p=req.top_p,
+            temperature=temperature,
+            top_p=top_p,
             max_tokens=req.max_tokens or self.settings.max_tokens,
             stop=list(req.stop),
-            seed=req.seed,
+            seed=seed,
             top_logprobs=req.top_logprobs if req.logprobs else 0,
         )
-        response = await self._complete(request)
-        self.completions += 1
+        recorded = replayed_answer(pinned, index, req.messages, req.tools) if pinned else None
+        if recorded is not None:
+            # A continuation retracing its parent: the parent's answer, not a new sample.
+            response = msgspec.structs.replace(recorded, request_id=request.request_id)
+        else:
+            response = await self._complete(request)
+            self.completions += 1
         if episode_id:
-            await self._record(episode_id, agent, request, response)
+            await self._record(episode_id, agent, request, response, replayed=recorded is not None)
         return Answer(req, response, f"chatcmpl-{request.request_id}", int(self.clock()))
 
     async def _complete(self, request: CompletionRequest) -> CompletionResponse:
@@ -184,7 +193,13 @@ class Gateway:
             raise WireError(f"the sampler did not answer: {exc}", status=503) from exc
 
     async def _record(
-        self, episode_id: str, agent: str, request: CompletionRequest, response: CompletionResponse
+        self,
+        episode_id: str,
+        agent: str,
+        request: CompletionRequest,
+        response: CompletionResponse,
+        *,
+        replayed: bool = False,
     ) -> None:
         index = self.episodes.call_index(episode_id)
         call = AgentCall(
@@ -194,6 +209,7 @@ class Gateway:
             request=request,
             response=response,
             at=self.clock(),
+            replayed=replayed,
         )
         try:
             await self.bus.publish_durable(
@@ -203,6 +219,7 @@ class Gateway:
             # The answer is not given unrecorded: the agent's turn would be lost to training.
             raise WireError(f"the call could not be recorded: {exc}", status=503) from exc
         self.recorded += 1
+        self.replayed += int(replayed)
         get_logger(episode_id=episode_id).debug(
             "agent.call_recorded", agent=agent, index=index, tokens=len(response.token_ids)
         )
@@ -210,6 +227,7 @@ class Gateway:
     def stats(self) -> dict[str, float]:
         return {
             "completions": float(self.completions),
+            "replayed": float(self.replayed),
             "recorded": float(self.recorded),
             "refused": float(self.refused),
             "open_episodes": float(len(self.episodes)),
@@ -235,7 +253,10 @@ class Gateway:
         pinned.checkpoint_id = pinned.checkpoint_id or concrete
         pinned.env = req.env or pinned.env
         pinned.attached = True
-        return msgspec.structs.replace(req, gateway_url=self.base_url)
+        if pinned.calls == 0:  # how its calls are answered is set before the first
+            pinned.replay = list(req.replay)
+            pinned.regime, pinned.sampling_seed = req.regime, req.sampling_seed
+        return msgspec.structs.replace(req, gateway_url=self.base_url, replay=[])
 
     # -- environments driven from outside ------------------------------------------------------
 

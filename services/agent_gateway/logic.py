@@ -11,22 +11,38 @@ an episode claims it for its agent, and its first completion pins it to the chec
 once), so a pointer that moves mid-episode never mixes two policies in one trajectory; another
 agent's request for that episode is refused (403). Episodes idle longer than ``idle_s`` are
 forgotten, and at most ``max_open`` are kept (the longest idle go first).
+
+**Continuations.** A runner may hand over an episode that branches off another
+(``AgentEpisode.replay``): while the agent asks, call by call, what the parent asked (the same
+messages and tools), it gets the parent's recorded answers again (:func:`replayed_answer`); from
+the first call that asks anything else on, calls are sampled under the episode's own regime and
+seeds (:func:`sampling_of`), so a branch explores from the state its parent reached.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aios_rl.agents.wire import WireError
-from contracts import CheckpointPointers, EnvState
+from aios_rl.envs.loop import step_seed
+from contracts import (
+    AgentCall,
+    ChatMessage,
+    CheckpointPointers,
+    CompletionResponse,
+    DecodingRegime,
+    EnvState,
+)
 
 __all__ = [
     "EPISODE_HEADER",
     "Episodes",
     "Pinned",
+    "replayed_answer",
     "resolve_model",
+    "sampling_of",
 ]
 
 EPISODE_HEADER = "x-aios-episode"
@@ -54,6 +70,43 @@ class Pinned:
     attached: bool = False
     """Handed over by a runner (``agent.attach``): its completions are the pinned checkpoint's
     whatever model the agent names (an agent's code names its own)."""
+    replay: list[AgentCall] = field(default_factory=list)
+    """A continuation's parent's calls still to be given again (emptied when the agent asks
+    something else)."""
+    regime: DecodingRegime | None = None
+    sampling_seed: int | None = None
+    replayed: int = 0
+    """Calls answered from ``replay`` so far."""
+
+
+def replayed_answer(
+    pinned: Pinned, index: int, messages: list[ChatMessage], tools: list[dict[str, object]]
+) -> CompletionResponse | None:
+    """The recorded answer call ``index`` of a continuation gets again: the parent's call
+    ``index`` when it asked the same (messages and tools); ``None`` otherwise, and then the
+    replay is over (every later call is sampled: the agent has left its parent's path)."""
+    if index >= len(pinned.replay) or index != pinned.replayed:
+        pinned.replay = []
+        return None
+    call = pinned.replay[index]
+    if call.request.messages != messages or call.request.tools != tools:
+        pinned.replay = []
+        return None
+    pinned.replayed += 1
+    return call.response
+
+
+def sampling_of(
+    pinned: Pinned | None, index: int, temperature: float, top_p: float, seed: int | None
+) -> tuple[float, float, int | None]:
+    """(temperature, top_p, seed) call ``index`` is sampled with: the episode's regime and
+    seeds where the runner gave them (a continuation: what its strategy chose, a seed per call
+    of its own), else what the agent asked."""
+    if pinned is not None and pinned.regime is not None:
+        temperature, top_p = pinned.regime.temperature, pinned.regime.top_p
+    if pinned is not None and pinned.sampling_seed is not None:
+        seed = step_seed(pinned.sampling_seed, index)
+    return temperature, top_p, seed
 
 
 class Episodes:

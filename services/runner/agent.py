@@ -13,6 +13,13 @@ checkpoint the job asked for; any model name is answered by it). An agent that e
 episode does leaves it ``blocked``; one that runs past ``agent_timeout_s`` is stopped (its
 process group killed) and the episode judged the same way.
 
+A continuation (a job that branches off another episode, ``job.branch``) runs the agent again
+from the start in its parent's environment (the same seed): the gateway gives the agent its
+parent's first ``len(job.prefix)`` answers again while it asks what its parent asked, then
+samples under the continuation's regime and seeds; those replayed calls are replayed steps,
+never trained on. An agent that asks anything else (its prompt depends on the clock, say) leaves
+its parent's path there, and is sampled from that call on (``info["replayed_calls"]``).
+
 By default the agent runs in the shell environment's sandbox (``agent_sandbox``), with the
 host's network so it reaches the gateway; off, as a plain process of the runner's user
 without the runner's NATS credentials."""
@@ -134,7 +141,27 @@ class AgentDriver:
         if self.sandbox is not None:
             await asyncio.to_thread(self.sandbox.check)
 
+    async def _calls(self, episode_id: str) -> list[AgentCall]:
+        """The calls the ``AGENTS`` stream recorded for ``episode_id``, in order."""
+        calls = [
+            decode(m.data, m.headers, AgentCall)
+            async for m in self.bus.read_stream(
+                self.bus.names.stream(STREAM_AGENTS), self.bus.names.agent_call(episode_id)
+            )
+        ]
+        return sorted(calls, key=lambda c: c.index)
+
     async def _attach(self, job: RolloutJob, state: Any) -> AgentEpisode:
+        """Hand the episode to the agent's gateway; a continuation (``job.branch``) with its
+        parent's first ``len(job.prefix)`` calls to give again, then its own regime and seeds."""
+        extra: dict[str, Any] = {}
+        if job.branch is not None:
+            parent = await self._calls(job.branch.parent_episode_id)
+            extra = {
+                "replay": parent[: len(job.prefix)],
+                "regime": job.regime,
+                "sampling_seed": job.seed if job.sampling_seed is None else job.sampling_seed,
+            }
         return await self.bus.request(
             self.bus.names.agent_attach(),
             AgentEpisode(
@@ -142,6 +169,7 @@ class AgentDriver:
                 agent=self.settings.agent_name,
                 checkpoint_id=job.checkpoint_id,
                 env=state,
+                **extra,
             ),
             AgentEpisode,
             timeout=30,
@@ -227,12 +255,10 @@ class AgentDriver:
             reward=0.0,
             info={"reason": "the agent stopped before the episode ended"},
         )
-        calls = [
-            decode(m.data, m.headers, AgentCall)
-            async for m in self.bus.read_stream(
-                self.bus.names.stream(STREAM_AGENTS), self.bus.names.agent_call(job.episode_id)
-            )
-        ]
+        calls = await self._calls(job.episode_id)
+        if job.branch is not None:
+            info["replayed_calls"] = str(sum(c.replayed for c in calls))
+            info["prefix_calls"] = str(len(job.prefix))
         try:
             checkpoint, steps = agent_trajectory(calls, held.moves if held is not None else [])
         except ValueError as exc:

@@ -319,4 +319,5 @@ class Sampler:
                 [TokenAlternative(token_id=t, logprob=lp, text=decoded[t]) for t, lp in alts]
                 for alts in out.top_logprobs
             ],
+            token_entropies=[round(h, 6) for h in out.token_entropies],
         )
