@@ -191,6 +191,10 @@ async def test_the_engine_writes_completions_as_the_student_scores_them(
     with torch.no_grad():
         logits = lm.lm(input_ids=torch.tensor([prompt])).logits[0, -1]
     assert greedy.token_ids[0] == int(logits.argmax())
+    # Each token's entropy, from the engine's top log-probs: a lower bound of the exact one.
+    exact = float(-(logits.log_softmax(-1).exp() * logits.log_softmax(-1)).sum())
+    assert len(greedy.token_entropies) == len(greedy.token_ids)
+    assert 0 < greedy.token_entropies[0] <= exact + 1e-3
 
 
 @needs_engine
