@@ -1,6 +1,6 @@
-"""``aios-rl shell train --agent-cmd``: the Python example agent, unmodified, plays a campaign's
-shell episodes (training and held-out) through the stack's OpenAI-compatible endpoint and the
-environment API; the episodes on the stream carry, step for step, the tokens and log-probs the
+"""``aios-rl shell train --agent-cmd``: each example agent (Python, TypeScript), unmodified,
+plays a campaign's shell episodes (training and held-out) through the stack's OpenAI-compatible
+endpoint and the environment API; the episodes on the stream carry, step for step, the tokens and log-probs the
 engine returned (the gateway's record of each call); the trainer updates on them, and the
 episodes after the update are served by the new checkpoint."""
 
@@ -17,7 +17,7 @@ from aios_rl.state.checkpoints import CheckpointRegistry
 from contracts import AgentCall, Episode, decode
 from contracts.subjects import STREAM_AGENTS, STREAM_EPISODES
 
-from .test_agent_runner import PYTHON_AGENT, long_context_lm
+from .test_agent_runner import PYTHON_AGENT, TS_AGENT, long_context_lm
 from .test_realrepo import run_cli
 from .test_student_hf import CHAT_TEMPLATE, HAVE_TRANSFORMERS, make_tokenizer
 
@@ -61,14 +61,21 @@ async def _recorded(
     return episodes, calls, metrics
 
 
-def test_the_python_agent_trains_in_a_campaign(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], chat_model: Path
+@pytest.mark.parametrize("agent", ["python", "typescript"])
+def test_an_example_agent_trains_in_a_campaign(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chat_model: Path, agent: str
 ) -> None:
+    """The Python example over 2 tasks a group of 2 with 2 held-out tasks; the TypeScript one,
+    smaller (1 task, 1 held-out): the same checks."""
+    if agent == "typescript":
+        assert TS_AGENT.is_file(), f"{TS_AGENT} is missing: run deploy/setup.sh (npm ci, tsc)"
+    command = PYTHON_AGENT if agent == "python" else f"node {TS_AGENT}"
+    tasks, heldout = (2, 2) if agent == "python" else (1, 1)
     store = tmp_path / "store"
-    argv = ["shell", "train", "--epochs", "1", "--train-tasks", "4", "--heldout", "2"]
+    argv = ["shell", "train", "--epochs", "1", "--train-tasks", "4", "--heldout", str(heldout)]
     argv += [
         "--tasks-per-epoch",
-        "2",
+        str(tasks),
         "--group-size",
         "2",
         "--teacher",
@@ -77,7 +84,7 @@ def test_the_python_agent_trains_in_a_campaign(
         "ppo",
     ]
     argv += ["--student", "hf", "--model-path", str(chat_model)]
-    argv += ["--agent-cmd", PYTHON_AGENT, "--agent-name", "coder"]
+    argv += ["--agent-cmd", command, "--agent-name", "coder"]
     argv += ["--store", str(store), "--nats-url", "nats://127.0.0.1:1", "--json"]
     assert run_cli(argv) == 0, capsys.readouterr().err[-3000:]
     doc = json.loads(capsys.readouterr().out)
@@ -89,8 +96,8 @@ def test_the_python_agent_trains_in_a_campaign(
 
     episodes, calls, metrics = asyncio.run(_recorded(store, after))
     by_agent = [e for e in episodes if e.info.get("driver") == "agent"]
-    # Held-out before (2), the epoch's rollouts (2 tasks x 2), held-out after (2): all the agent's.
-    assert len(by_agent) == len(episodes) >= 8, [e.info for e in episodes]
+    # Held-out before, the epoch's rollouts (tasks x 2), held-out after: all the agent's.
+    assert len(by_agent) == len(episodes) >= 2 * heldout + 2 * tasks, [e.info for e in episodes]
     for ep in by_agent:
         recorded = calls.get(ep.episode_id, [])
         assert len(recorded) == len(ep.trajectory) >= 1, ep.info
