@@ -1,6 +1,6 @@
 """Serving an ASGI app (Starlette) on uvicorn inside a service: bound before it is announced,
 stopped by cancelling its task (the service owns SIGTERM / SIGINT). Shared by the services
-with an HTTP side (``sites``, ``dashboard``)."""
+with an HTTP side (``sites``, ``dashboard``, ``agent-gateway``)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,29 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import uvicorn
 
 from .bus import get_logger
 
-__all__ = ["bind", "check_address", "http_task", "listen", "url_host"]
+__all__ = [
+    "Listening",
+    "base_url_of",
+    "bind",
+    "check_address",
+    "http_task",
+    "listen",
+    "serve_state",
+    "url_host",
+]
+
+
+class Listening(Protocol):
+    """A service's state that says where its HTTP side listens, once it does."""
+
+    base_url: str
+    listening: asyncio.Event
 
 
 class _Server(uvicorn.Server):
@@ -126,3 +142,32 @@ def http_task(
 
     serve_http.__name__ = "serve_http"
     return serve_http
+
+
+def serve_state(
+    app: Any,
+    state: Listening,
+    *,
+    service: str,
+    host: str,
+    port: int,
+    public_url: str = "",
+    sock: socket.socket | None = None,
+) -> Callable[[], Coroutine[Any, Any, None]]:
+    """:func:`http_task` serving ``app`` that sets ``state.base_url`` and ``state.listening``
+    once it listens and clears ``state.listening`` when it stops."""
+
+    def listening(base_url: str) -> None:
+        state.base_url = base_url
+        state.listening.set()
+
+    return http_task(
+        app,
+        service=service,
+        host=host,
+        port=port,
+        public_url=public_url,
+        on_listening=listening,
+        on_stopped=state.listening.clear,
+        sock=sock,
+    )

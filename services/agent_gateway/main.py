@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aios_rl.agents.tokens import TokenFile, Tokens
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from aios_rl.httpserve import base_url_of, http_task, listen
+from aios_rl.httpserve import base_url_of, listen, serve_state
 from contracts import AgentEpisode
 
 from . import __version__
@@ -50,19 +50,14 @@ def build(
     )
     gw = Gateway(bus, settings, current)
 
-    def listening(base_url: str) -> None:
-        gw.base_url = base_url
-        gw.listening.set()
-
     svc.task(
-        http_task(
+        serve_state(
             build_app(gw),
+            gw,
             service="agent-gateway",
             host=settings.host,
             port=settings.port,
             public_url=settings.public_url,
-            on_listening=listening,
-            on_stopped=gw.listening.clear,
             sock=sock,
         )
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aios_rl.bus import Bus, Service, load_settings, run_service
-from aios_rl.httpserve import base_url_of, http_task, listen
+from aios_rl.httpserve import base_url_of, listen, serve_state
 from aios_rl.state import Objects
 from contracts.subjects import OBJECTS_EVIDENCE
 
@@ -40,19 +40,14 @@ def build(bus: Bus, settings: DashboardSettings) -> tuple[Service, DashboardStat
     evidence = Objects(bus, bus.names.bucket(OBJECTS_EVIDENCE))
     app = build_app(state, evidence.get)
 
-    def listening(base_url: str) -> None:
-        state.base_url = base_url
-        state.listening.set()
-
     svc.task(
-        http_task(
+        serve_state(
             app,
+            state,
             service="dashboard",
             host=settings.host,
             port=settings.port,
             public_url=settings.public_url,
-            on_listening=listening,
-            on_stopped=state.listening.clear,
             sock=sock,
         )
     )

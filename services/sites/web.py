@@ -21,7 +21,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from aios_rl.envs.browser.flows import products_of, slug
-from aios_rl.httpserve import http_task
+from aios_rl.httpserve import serve_state
 
 from . import logic
 from .handlers import SitesState
@@ -245,17 +245,11 @@ def http_server(app: Starlette, settings: SitesSettings, state: SitesState):
     ``state.base_url`` and ``state.listening``, serve ``app`` until cancelled, then shut down
     gracefully. Raises ``OSError`` when the address cannot be bound, ``RuntimeError`` when the
     server stops by itself."""
-
-    def listening(base_url: str) -> None:
-        state.base_url = base_url
-        state.listening.set()
-
-    return http_task(
+    return serve_state(
         app,
+        state,
         service="sites",
         host=settings.host,
         port=settings.port,
         public_url=settings.public_url,
-        on_listening=listening,
-        on_stopped=state.listening.clear,
     )
