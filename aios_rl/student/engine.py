@@ -292,6 +292,42 @@ class LMEngine:
         self.stats.generate_s += time.monotonic() - began
         return out, ids, rows
 
+    def _params(
+        self,
+        student: Any,
+        prompt: Sequence[int],
+        regime: Regime,
+        *,
+        max_tokens: int,
+        seed: int | None,
+        stop: Sequence[str] = (),
+        logprobs: int = 0,
+        reserve: int = 0,
+    ) -> Any:
+        """vLLM's ``SamplingParams`` for one request after ``prompt``: at most ``max_tokens``,
+        within the engine's context (``reserve`` positions of it left free); every token's top log-probs (at least the engine's
+        ``top_logprobs``, for its entropy); the student's end of turn stops it. Raises
+        ``StudentError`` when the prompt leaves no room to write."""
+        from vllm import SamplingParams
+
+        limit = min(max_tokens, self.config.max_model_len - len(prompt) - reserve)
+        if limit < 1:
+            raise StudentError(
+                f"the prompt takes {len(prompt)} tokens, leaving no room to write within the "
+                f"engine's {self.config.max_model_len}"
+            )
+        return SamplingParams(
+            **sampling_settings(
+                regime,
+                greedy_temperature=student.config.greedy_temperature,
+                max_tokens=limit,
+                seed=seed,
+            ),
+            logprobs=max(logprobs, self.config.top_logprobs, 1),
+            stop=list(stop) or None,
+            stop_token_ids=[student.eos_id],
+        )
+
     async def act(
         self, checkpoint_id: str, decision: Decision, regime: Regime, *, want_hidden: bool = False
     ) -> ActOutput:
@@ -299,24 +335,14 @@ class LMEngine:
         student = self._served(checkpoint_id)
         if decision.candidates:
             raise EngineError("the engine writes free text; score candidates in process")
-        from vllm import SamplingParams
-
         prompt = student.prompt_ids(decision)
-        limit = min(student.config.max_new_tokens, self.config.max_model_len - len(prompt) - 1)
-        if limit < 1:
-            raise StudentError(
-                f"the prompt takes {len(prompt)} tokens, leaving no room to write within the "
-                f"engine's {self.config.max_model_len}"
-            )
-        params = SamplingParams(
-            **sampling_settings(
-                regime,
-                greedy_temperature=student.config.greedy_temperature,
-                max_tokens=limit,
-                seed=decision.seed,
-            ),
-            logprobs=self.config.top_logprobs,
-            stop_token_ids=[student.eos_id],
+        params = self._params(
+            student,
+            prompt,
+            regime,
+            max_tokens=student.config.max_new_tokens,
+            seed=decision.seed,
+            reserve=1,
         )
         _, ids, per_token = await self._generate(checkpoint_id, prompt, params)
         token_logps = [float(row[t].logprob) for row, t in zip(per_token, ids, strict=True)]
@@ -358,27 +384,17 @@ class LMEngine:
         before a stop string, ``stop`` or ``length``), continuously batched with every other
         request."""
         student = self._served(checkpoint_id)
-        from vllm import SamplingParams
-
         from .hf import Completion
 
         prompt = [int(t) for t in prompt_ids]
-        limit = min(max_tokens, self.config.max_model_len - len(prompt))
-        if limit < 1:
-            raise StudentError(
-                f"the prompt takes {len(prompt)} tokens, leaving no room to write within the "
-                f"engine's {self.config.max_model_len}"
-            )
-        params = SamplingParams(
-            **sampling_settings(
-                regime,
-                greedy_temperature=student.config.greedy_temperature,
-                max_tokens=limit,
-                seed=seed,
-            ),
-            logprobs=max(top_logprobs, self.config.top_logprobs, 1),
-            stop=list(stop) or None,
-            stop_token_ids=[student.eos_id],
+        params = self._params(
+            student,
+            prompt,
+            regime,
+            max_tokens=max_tokens,
+            seed=seed,
+            stop=stop,
+            logprobs=top_logprobs,
         )
         out, ids, rows = await self._generate(checkpoint_id, prompt, params)
         logps = [float(row[t].logprob) for row, t in zip(rows, ids, strict=True)]
