@@ -858,8 +858,8 @@ class HFStudent(nn.Module):
         )
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:
-        """Each token id decoded on its own (special tokens as their text)."""
-        return [self.tokenizer.decode([int(t)]) for t in ids]
+        """Each token id decoded on its own (special tokens as their text), in one batch."""
+        return list(self.tokenizer.batch_decode([[int(t)] for t in ids])) if ids else []
 
     def prompt_ids(self, decision: Decision) -> list[int]:
         """The prompt's token ids for ``decision`` (what an inference engine is given, so it
