@@ -9,6 +9,7 @@ from .agentbench import AgentBenchDbTask, AgentBenchOsTask, DbTable, OsMatch, Os
 from .agents import (
     AgentCall,
     AgentEpisode,
+    AgentEpisodeState,
     ChatMessage,
     CompletionRequest,
     CompletionResponse,
@@ -209,6 +210,7 @@ __all__ = [
     "AgentBenchOsTask",
     "AgentCall",
     "AgentEpisode",
+    "AgentEpisodeState",
     "Algorithm",
     "BranchInfo",
     "BranchOrder",

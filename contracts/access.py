@@ -26,6 +26,7 @@ from __future__ import annotations
 import msgspec
 
 from .subjects import (
+    BUCKET_AGENT_EPISODES,
     BUCKET_CHECKPOINTS,
     BUCKET_COMPARISON,
     BUCKET_CONTROL,
@@ -260,6 +261,7 @@ def access(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> dict[s
                 names.env_close("*", "*"),
             ),
             publishes=(names.agent_call("*"),),
+            kv_keys=((names.bucket(BUCKET_AGENT_EPISODES), "episode.*"),),
         ),
         *(runner_access(names, env) for env in environments),
         Access(

@@ -19,6 +19,7 @@ from .vocab import Environment, Outcome
 __all__ = [
     "AgentCall",
     "AgentEpisode",
+    "AgentEpisodeState",
     "ChatMessage",
     "CompletionRequest",
     "CompletionResponse",
@@ -242,3 +243,35 @@ class AgentEpisode(Message, frozen=True, kw_only=True):
     sampling_seed: int | None = None
     """Seeds the sampled calls (call ``i``: ``step_seed(sampling_seed, i)``), whatever the
     agent asks; ``None``: the agent's ``seed``."""
+
+
+class AgentEpisodeState(msgspec.Struct, frozen=True, kw_only=True):
+    """What the agent gateway keeps of one open agent episode, in the KV bucket
+    ``agent_episodes`` (key ``episode.<episode_id>``), so any replica of the gateway answers
+    any request of it and a restarted gateway loses none: whose it is, the checkpoint it is
+    pinned to, its calls so far, the environment episode it drives, and for a continuation
+    the parent's calls still to be given again."""
+
+    agent: str
+    """The agent (its token's name) that owns it."""
+    checkpoint_id: str = ""
+    """The checkpoint that answers its calls (empty until its first completion pins it)."""
+    calls: int = 0
+    """Calls recorded so far (the next one's index)."""
+    last: float = 0.0
+    """Its last request (Unix seconds): idle longer than the gateway's ``episode_idle_s``, it
+    is forgotten and its next request starts it afresh."""
+    env: EnvState | None = None
+    """The environment episode it drives, as it stood after its last step."""
+    attached: bool = False
+    """Handed over by a runner (``agent.attach``): its calls are answered by the pinned
+    checkpoint whatever model the agent names."""
+    replay: list[AgentCall] = []
+    """A continuation: its parent's calls still to be given again (emptied when the agent asks
+    something its parent did not)."""
+    regime: DecodingRegime | None = None
+    """How its sampled calls are drawn, whatever the agent asks (``None``: as it asks)."""
+    sampling_seed: int | None = None
+    """Seeds its sampled calls, call by call (``None``: the agent's ``seed``)."""
+    replayed: int = 0
+    """Calls answered from ``replay`` so far."""

@@ -57,6 +57,7 @@ BUCKET_CHECKPOINTS = "checkpoints"
 BUCKET_CONTROL = "control"
 BUCKET_LEDGER = "ledger"
 BUCKET_COMPARISON = "comparison"
+BUCKET_AGENT_EPISODES = "agent_episodes"
 OBJECTS_WEIGHTS = "weights"
 OBJECTS_EVIDENCE = "evidence"
 OBJECTS_RAIL = "rail"
@@ -236,6 +237,11 @@ class Names:
             f"rollout.{_token(campaign_id, 'campaign id')}.{epoch:06d}."
             f"{_token(episode_id, 'episode id')}"
         )
+
+    @staticmethod
+    def key_agent_episode(episode_id: str) -> str:
+        """What the agent gateway keeps of one agent episode (an ``AgentEpisodeState``)."""
+        return f"episode.{_token(episode_id, 'episode id')}"
 
     @staticmethod
     def key_rollouts(campaign_id: str, epoch: int) -> str:
@@ -465,6 +471,14 @@ def topology(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> Topo
                 name=names.bucket(BUCKET_LEDGER),
                 history=16,
                 description="Epoch ledger: one record per campaign epoch.",
+            ),
+            BucketSpec(
+                name=names.bucket(BUCKET_AGENT_EPISODES),
+                history=1,
+                description="Agent episodes the agent gateway serves: owner, pinned checkpoint, "
+                "calls, environment, what a continuation replays.",
+                # An episode lasts minutes; a day after its last request it goes.
+                ttl_s=24 * 3600.0,
             ),
         ],
         object_stores=[

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import msgspec
 import pytest
 
 from aios_rl.agents.tokens import AGENTS_FILE, Tokens, add_agent, new_token, token_digest
@@ -17,8 +18,8 @@ from aios_rl.state.checkpoints import CheckpointRegistry
 from contracts import AgentCall, AgentEpisode, CheckpointPointers, DecodingRegime, Names, decode
 from contracts.subjects import STREAM_AGENTS
 from services.agent_gateway.logic import (
-    Episodes,
-    Pinned,
+    claim,
+    live,
     replayed_answer,
     resolve_model,
     sampling_of,
@@ -127,22 +128,19 @@ def test_model_names_resolve_through_the_pointers() -> None:
     )
 
 
-def test_an_episode_is_pinned_to_one_checkpoint_and_owned_by_one_agent() -> None:
-    eps = Episodes(max_open=2, idle_s=100)
-    first = eps.claim("e1", "coder", lambda: "ck-1", now=0)
-    assert (first.agent, first.checkpoint_id) == ("coder", "ck-1")
-    # The pointer moves: the open episode keeps its checkpoint; a new one takes the new.
-    assert eps.claim("e1", "coder", lambda: "ck-2", now=1).checkpoint_id == "ck-1"
-    assert eps.claim("e2", "coder", lambda: "ck-2", now=2).checkpoint_id == "ck-2"
+def test_an_episode_is_owned_by_one_agent_and_forgotten_when_idle() -> None:
+    from contracts import AgentEpisodeState
+
+    first = claim(None, "e1", "coder", now=0, idle_s=100)
+    assert first == AgentEpisodeState(agent="coder")
+    pinned = msgspec.structs.replace(first, checkpoint_id="ck-1", last=0)
+    assert claim(pinned, "e1", "coder", now=50, idle_s=100) is pinned  # still its own
     with pytest.raises(WireError) as exc:
-        eps.claim("e1", "intruder", lambda: "ck-2", now=3)
+        claim(pinned, "e1", "intruder", now=50, idle_s=100)
     assert exc.value.status == 403 and "another agent" in exc.value.message
-    assert [eps.call_index("e1") for _ in range(3)] == [0, 1, 2]
-    eps.claim("e3", "coder", lambda: "ck-3", now=4)  # over max_open: the longest idle goes
-    assert eps.get("e1") is None and eps.get("e2") is not None and len(eps) == 2
-    eps.claim("e4", "other", lambda: "ck-3", now=200)  # e2 and e3 idle past 100 s: forgotten
-    assert eps.get("e2") is None and eps.get("e3") is None and len(eps) == 1
-    assert eps.claim("e1", "intruder", lambda: "ck-3", now=201).agent == "intruder"
+    # Idle past idle_s: forgotten, so the next request (anyone's) starts it afresh.
+    assert live(pinned, now=101, idle_s=100) is None
+    assert claim(pinned, "e1", "intruder", now=101, idle_s=100).agent == "intruder"
 
 
 def test_a_continuation_gets_its_parents_answers_while_it_asks_the_same() -> None:
@@ -150,7 +148,7 @@ def test_a_continuation_gets_its_parents_answers_while_it_asks_the_same() -> Non
     asked; from the first call that differs on, every call is sampled (replay over), under the
     episode's regime and a seed per call when the runner gave them."""
     from aios_rl.envs.loop import step_seed
-    from contracts import ChatMessage, CompletionRequest, CompletionResponse, DecodingRegime
+    from contracts import AgentEpisodeState, ChatMessage, CompletionRequest, CompletionResponse
 
     def call(i: int, content: str) -> AgentCall:
         messages = [ChatMessage(role="user", content=content)]
@@ -161,20 +159,24 @@ def test_a_continuation_gets_its_parents_answers_while_it_asks_the_same() -> Non
         )  # fmt: skip
 
     parent = [call(0, "$ ls"), call(1, "$ cat a.py"), call(2, "$ pytest")]
-    pinned = Pinned(agent="coder", checkpoint_id="ck", replay=parent)
+    state = AgentEpisodeState(agent="coder", checkpoint_id="ck", replay=parent)
     ask = [ChatMessage(role="user", content="$ ls")]
-    first = replayed_answer(pinned, 0, ask, [])
-    assert first is not None and first.text == "a0" and pinned.replayed == 1
-    assert replayed_answer(pinned, 1, ask, []) is None  # asks another thing: sampled ...
+    first = replayed_answer(state, 0, ask, [])
+    assert first is not None and first.text == "a0"
+    state = msgspec.structs.replace(state, calls=1, replayed=1)  # recorded, replayed
+    assert replayed_answer(state, 1, ask, []) is None  # asks another thing: sampled ...
     later = [ChatMessage(role="user", content="$ pytest")]
-    assert replayed_answer(pinned, 2, later, []) is None and pinned.replay == []  # ... from on
+    gone = msgspec.structs.replace(state, calls=2)  # ... and, replayed no more, from on
+    assert replayed_answer(gone, 2, later, []) is None
     tools = [{"type": "function", "function": {"name": "run"}}]
-    fresh = Pinned(agent="coder", checkpoint_id="ck", replay=parent)
+    fresh = AgentEpisodeState(agent="coder", checkpoint_id="ck", replay=parent)
     assert replayed_answer(fresh, 0, ask, tools) is None  # the tools are part of the question
     # Sampling: what the agent asks, unless the runner set the episode's regime and seeds.
     assert sampling_of(None, 3, 0.7, 0.9, 5) == (0.7, 0.9, 5)
     assert sampling_of(fresh, 3, 0.7, 0.9, 5) == (0.7, 0.9, 5)
-    fresh.regime, fresh.sampling_seed = DecodingRegime(temperature=1.3, top_p=0.8), 11
+    fresh = msgspec.structs.replace(
+        fresh, regime=DecodingRegime(temperature=1.3, top_p=0.8), sampling_seed=11
+    )
     assert sampling_of(fresh, 3, 0.7, 0.9, 5) == (1.3, 0.8, step_seed(11, 3))
     assert sampling_of(fresh, 4, 0.7, 0.9, 5)[2] != step_seed(11, 3)
 
@@ -245,6 +247,19 @@ async def test_an_openai_client_gets_completions_recorded_per_episode_pinned_and
         assert (a0.model, a1.model, b0.model) == (first, first, second)  # pinned per episode
         with pytest.raises(openai.PermissionDeniedError):
             await ask(other, "ep-1")
+        # The episodes live in KV: another replica knows ep-1's pin, owner and call count.
+        replica, gw2 = build_gateway(
+            bus, AgentGatewaySettings(namespace=names.namespace, port=0, max_tokens=32), tokens
+        )
+        async with running(replica):
+            await asyncio.wait_for(gw2.listening.wait(), 30)
+            url2 = f"{gw2.base_url}/v1"
+            agent2 = openai.AsyncOpenAI(base_url=url2, api_key=coder, max_retries=0)
+            other2 = openai.AsyncOpenAI(base_url=url2, api_key=intruder, max_retries=0)
+            a2 = await ask(agent2, "ep-1")
+            assert a2.model == first
+            with pytest.raises(openai.PermissionDeniedError):
+                await ask(other2, "ep-1")
         with pytest.raises(openai.BadRequestError, match="one sample"):
             await ask(agent, "ep-1", n=2)
         with pytest.raises(openai.BadRequestError, match="pinned to checkpoint"):
@@ -323,8 +338,8 @@ async def test_an_openai_client_gets_completions_recorded_per_episode_pinned_and
         ]
     # Every call of a tagged episode is on the stream, in order, as served.
     assert [(c.episode_id, c.index) for c in calls] == [
-        ("ep-1", 0), ("ep-1", 1), ("ep-2", 0), ("ep-3", 0), ("ep-run", 0), ("ep-branch", 0),
-        ("ep-branch", 1),
+        ("ep-1", 0), ("ep-1", 1), ("ep-2", 0), ("ep-1", 2), ("ep-3", 0), ("ep-run", 0),
+        ("ep-branch", 0), ("ep-branch", 1),
     ]  # fmt: skip
     replayed, sampled = calls[-2:]
     assert replayed.replayed and replayed.response.token_ids == parent.response.token_ids
@@ -338,5 +353,5 @@ async def test_an_openai_client_gets_completions_recorded_per_episode_pinned_and
         assert len(call.response.token_ids) == answer.usage.completion_tokens  # type: ignore[union-attr]
         assert call.request.messages[0].content == messages[0]["content"]
         assert call.response.prompt_ids and call.request.max_tokens == 8
-    assert gw.stats()["recorded"] == 7 and gw.stats()["replayed"] == 1
+    assert gw.stats()["recorded"] == 7 and gw.stats()["replayed"] == 1  # and 1 by gw2
     assert gw.stats()["refused"] >= 5

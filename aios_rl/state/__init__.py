@@ -20,13 +20,14 @@ from ._errors import (
     StateError,
     UnavailableError,
 )
-from ._handles import Cas, ErrorKinds, Kv, Objects, compare_and_set, translated
+from ._handles import Cas, EntryDecoder, ErrorKinds, Kv, Objects, compare_and_set, translated
 from ._kv import KvEntry, KvWatch, family
 
 __all__ = [
     "Cas",
     "ContentionError",
     "CorruptError",
+    "EntryDecoder",
     "ErrorKinds",
     "Kv",
     "KvEntry",

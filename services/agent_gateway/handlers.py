@@ -23,6 +23,7 @@ from aios_rl.bus import (
     PermanentError,
     RemoteError,
     RequestTimeout,
+    ServiceError,
     get_logger,
 )
 from aios_rl.state import StateError
@@ -30,6 +31,7 @@ from aios_rl.state.checkpoints import CheckpointRegistry, UnknownCheckpointError
 from contracts import (
     AgentCall,
     AgentEpisode,
+    AgentEpisodeState,
     CheckpointPointers,
     CompletionRequest,
     CompletionResponse,
@@ -39,8 +41,9 @@ from contracts import (
     EnvStep,
 )
 
-from .logic import Episodes, Pinned, replayed_answer, resolve_model, sampling_of
+from .logic import replayed_answer, resolve_model, sampling_of
 from .settings import AgentGatewaySettings
+from .store import EpisodeStore
 
 __all__ = ["Answer", "Gateway"]
 
@@ -68,9 +71,7 @@ class Gateway:
     ) -> None:
         self.bus, self.settings, self.tokens, self.clock = bus, settings, tokens, clock
         self.registry = CheckpointRegistry(bus)
-        self.episodes = Episodes(
-            max_open=settings.max_open_episodes, idle_s=settings.episode_idle_s
-        )
+        self.episodes = EpisodeStore(bus, idle_s=settings.episode_idle_s, clock=clock)
         self.listening = asyncio.Event()
         self.base_url = ""
         self.completions = 0
@@ -128,7 +129,7 @@ class Gateway:
         agent = self.tokens().agent(authorization)
         req = parse_chat_request(body, max_tokens_cap=self.settings.max_tokens)
         episode_id = (episode or req.user or "").strip()
-        pinned: Pinned | None = None
+        pinned: AgentEpisodeState | None = None
         if episode_id:
             try:
                 self.bus.names.agent_call(episode_id)
@@ -137,11 +138,17 @@ class Gateway:
                     f"episode id {episode_id!r}: use letters, digits, '-' or '_'",
                     param="user",
                 ) from None
-            pinned = self.episodes.claim(episode_id, agent, lambda: "", self.clock())
+            pinned = await self.episodes.update(episode_id, agent)
             if not pinned.checkpoint_id:  # its first completion pins it
                 # A runner's episode: whatever model the agent's code names, the active one.
                 concrete = await self._checkpoint("active" if pinned.attached else req.model)
-                pinned.checkpoint_id = pinned.checkpoint_id or concrete
+                pinned = await self.episodes.update(
+                    episode_id,
+                    agent,
+                    lambda s: (
+                        s if s.checkpoint_id else msgspec.structs.replace(s, checkpoint_id=concrete)
+                    ),
+                )
             checkpoint = pinned.checkpoint_id
             if not pinned.attached and req.model not in ("active", "last_stable", checkpoint):
                 raise WireError(
@@ -168,6 +175,11 @@ class Gateway:
             top_logprobs=req.top_logprobs if req.logprobs else 0,
         )
         recorded = replayed_answer(pinned, index, req.messages, req.tools) if pinned else None
+        if pinned is not None and pinned.replay and recorded is None:
+            # The agent left its parent's path: every call from here on is sampled.
+            await self.episodes.update(
+                episode_id, agent, lambda s: msgspec.structs.replace(s, replay=[])
+            )
         if recorded is not None:
             # A continuation retracing its parent: the parent's answer, not a new sample.
             response = msgspec.structs.replace(recorded, request_id=request.request_id)
@@ -201,7 +213,14 @@ class Gateway:
         *,
         replayed: bool = False,
     ) -> None:
-        index = self.episodes.call_index(episode_id)
+        taken = await self.episodes.update(
+            episode_id,
+            agent,
+            lambda s: msgspec.structs.replace(
+                s, calls=s.calls + 1, replayed=s.replayed + int(replayed)
+            ),
+        )
+        index = taken.calls - 1
         call = AgentCall(
             episode_id=episode_id,
             index=index,
@@ -230,7 +249,6 @@ class Gateway:
             "replayed": float(self.replayed),
             "recorded": float(self.recorded),
             "refused": float(self.refused),
-            "open_episodes": float(len(self.episodes)),
             "listening": 1.0 if self.listening.is_set() else 0.0,
         }
 
@@ -240,22 +258,33 @@ class Gateway:
         """``agent.attach``: a runner hands episode ``req.episode_id`` to the agent it starts:
         the agent's (422 when another agent's), pinned to the job's checkpoint (a concrete id;
         else ``active`` at its first completion), driving ``req.env``."""
+        concrete = "" if req.checkpoint_id in ("", "active", "last_stable") else req.checkpoint_id
+
+        def attached(s: AgentEpisodeState) -> AgentEpisodeState:
+            if s.checkpoint_id and concrete and s.checkpoint_id != concrete:
+                raise WireError(
+                    f"episode {req.episode_id} is pinned to {s.checkpoint_id}, not {concrete}"
+                )
+            fresh = s.calls == 0  # how its calls are answered is set before the first
+            return msgspec.structs.replace(
+                s,
+                checkpoint_id=s.checkpoint_id or concrete,
+                env=req.env or s.env,
+                attached=True,
+                replay=list(req.replay) if fresh else s.replay,
+                regime=req.regime if fresh else s.regime,
+                sampling_seed=req.sampling_seed if fresh else s.sampling_seed,
+            )
+
         try:
             self.bus.names.agent_call(req.episode_id)
-            pinned = self.episodes.claim(req.episode_id, req.agent, lambda: "", self.clock())
-        except (ValueError, WireError) as exc:
+            await self.episodes.update(req.episode_id, req.agent, attached)
+        except ValueError as exc:
             raise PermanentError(str(exc)) from exc
-        concrete = "" if req.checkpoint_id in ("", "active", "last_stable") else req.checkpoint_id
-        if pinned.checkpoint_id and concrete and pinned.checkpoint_id != concrete:
-            raise PermanentError(
-                f"episode {req.episode_id} is pinned to {pinned.checkpoint_id}, not {concrete}"
-            )
-        pinned.checkpoint_id = pinned.checkpoint_id or concrete
-        pinned.env = req.env or pinned.env
-        pinned.attached = True
-        if pinned.calls == 0:  # how its calls are answered is set before the first
-            pinned.replay = list(req.replay)
-            pinned.regime, pinned.sampling_seed = req.regime, req.sampling_seed
+        except WireError as exc:
+            if exc.status == 503:
+                raise ServiceError("503", exc.message) from exc
+            raise PermanentError(exc.message) from exc
         return msgspec.structs.replace(req, gateway_url=self.base_url, replay=[])
 
     # -- environments driven from outside ------------------------------------------------------
@@ -277,27 +306,28 @@ class Gateway:
             self.bus.names.agent_call(req.episode_id)
         except (msgspec.ValidationError, ValueError) as exc:
             raise WireError(f"an environment episode: {exc}") from None
-        pinned = self.episodes.claim(req.episode_id, agent, lambda: "", self.clock())
+        pinned = await self.episodes.update(req.episode_id, agent)
         if pinned.env is not None and not pinned.env.done:
             raise WireError(f"episode {req.episode_id} drives an environment already", status=409)
         state = await self._env(self.bus.names.env_open(environment), req, environment)
-        pinned.env = state
+        await self._keep(req.episode_id, agent, state)
         return state
 
-    def _owned(self, episode_id: str, authorization: str | None) -> EnvState:
+    async def _owned(self, episode_id: str, authorization: str | None) -> tuple[str, EnvState]:
+        """The agent asking and the environment episode it drives (401, 403, 404)."""
         agent = self.tokens().agent(authorization)
-        if self.episodes.get(episode_id) is None:
+        if await self.episodes.get(episode_id) is None:
             raise WireError(f"no open episode {episode_id}", status=404)
-        pinned = self.episodes.claim(episode_id, agent, lambda: "", self.clock())
+        pinned = await self.episodes.update(episode_id, agent)
         if pinned.env is None:
             raise WireError(f"episode {episode_id} drives no environment", status=404)
-        return pinned.env
+        return agent, pinned.env
 
     async def env_step(
         self, episode_id: str, body: bytes, *, authorization: str | None
     ) -> EnvState:
         """``POST /v1/episodes/{episode_id}/step`` with ``{"action": "..."}``."""
-        held = self._owned(episode_id, authorization)
+        agent, held = await self._owned(episode_id, authorization)
         action = _object(body).get("action")
         if not isinstance(action, str):
             raise WireError("action must be a string", param="action")
@@ -307,29 +337,29 @@ class Gateway:
             EnvStep(session=held.session, action=action),
             held.environment,
         )
-        self._keep(episode_id, state)
+        await self._keep(episode_id, agent, state)
         return state
 
-    def env_state(self, episode_id: str, *, authorization: str | None) -> EnvState:
+    async def env_state(self, episode_id: str, *, authorization: str | None) -> EnvState:
         """``GET /v1/episodes/{episode_id}``: the episode as it stood after its last step."""
-        return self._owned(episode_id, authorization)
+        return (await self._owned(episode_id, authorization))[1]
 
     async def env_close(self, episode_id: str, *, authorization: str | None) -> EnvState:
         """``DELETE /v1/episodes/{episode_id}``: end it; its last state (the result, once done)."""
-        held = self._owned(episode_id, authorization)
+        agent, held = await self._owned(episode_id, authorization)
         names = self.bus.names
         state = await self._env(
             names.env_close(held.environment, held.instance),
             EnvClose(session=held.session),
             held.environment,
         )
-        self._keep(episode_id, state)
+        await self._keep(episode_id, agent, state)
         return state
 
-    def _keep(self, episode_id: str, state: EnvState) -> None:
-        pinned = self.episodes.get(episode_id)
-        if pinned is not None:
-            pinned.env = state
+    async def _keep(self, episode_id: str, agent: str, state: EnvState) -> None:
+        await self.episodes.update(
+            episode_id, agent, lambda s: msgspec.structs.replace(s, env=state)
+        )
 
     async def _env(
         self, subject: str, msg: EnvOpen | EnvStep | EnvClose, environment: str

@@ -30,14 +30,14 @@ class AgentGatewaySettings(ServiceSettings):
     request without ``max_tokens`` gets this."""
     request_timeout_s: float = 300.0
     """How long one completion may take the sampler (a language model on CPU cores is slow)."""
-    max_open_episodes: int = 10_000
-    """Episodes pinned at once (the longest idle forgotten first)."""
     episode_idle_s: float = 3600.0
-    """An episode without a request for this long is forgotten (its next request re-pins)."""
+    """An episode without a request for this long is forgotten (its next request starts it
+    afresh). Episodes are kept in the KV bucket ``agent_episodes`` (a day after their last
+    request at most), shared by every replica."""
 
     def __post_init__(self) -> None:
         check_address(self.port, self.public_url)
-        if self.max_tokens < 1 or self.max_open_episodes < 1:
-            raise ValueError("max_tokens and max_open_episodes must be >= 1.")
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1.")
         if not self.request_timeout_s > 0 or not self.episode_idle_s > 0:
             raise ValueError("request_timeout_s and episode_idle_s must be > 0.")

@@ -122,7 +122,7 @@ def build_app(gw: Gateway) -> Starlette:
         try:
             if request.method == "DELETE":
                 return state(await gw.env_close(episode, authorization=auth))
-            return state(gw.env_state(episode, authorization=auth))
+            return state(await gw.env_state(episode, authorization=auth))
         except WireError as err:
             return refuse(err, "env_episode")
 
