@@ -250,10 +250,15 @@ def access(names: Names, environments: tuple[str, ...] = ENVIRONMENTS) -> dict[s
             kv_writes=(checkpoints,),
             object_writes=(names.bucket(OBJECTS_WEIGHTS),),
         ),
-        Access(user="sampler", serves=(names.policy_act(), names.policy_complete())),
+        Access(
+            user="sampler",
+            serves=(names.policy_act(), names.policy_complete()),
+            publishes=(names.agent_stream("*"),),
+        ),
         Access(
             user="agent-gateway",
-            serves=(names.agent_attach(),),
+            # agent.stream.*: the text of the completions it asked for, as they are written.
+            serves=(names.agent_attach(), names.agent_stream("*")),
             requests=(
                 names.policy_complete(),
                 names.env_open("*"),

@@ -21,6 +21,7 @@ __all__ = [
     "AgentEpisode",
     "AgentEpisodeState",
     "ChatMessage",
+    "CompletionDelta",
     "CompletionRequest",
     "CompletionResponse",
     "EnvClose",
@@ -90,6 +91,9 @@ class CompletionRequest(Message, frozen=True, kw_only=True):
     seed: int | None = None
     top_logprobs: int = 0
     """Alternatives to report per token (0-20)."""
+    stream: bool = False
+    """Publish the text as it is written (``CompletionDelta`` on ``agent.stream.<request_id>``)
+    before answering the whole completion."""
 
 
 class TokenAlternative(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,6 +129,19 @@ class CompletionResponse(Message, frozen=True, kw_only=True):
     """Per token, the entropy (nats) of the raw next-token distribution it was drawn from
     (exact from the student's logits; an engine's, from its top log-probs: a lower bound):
     where an episode was uncertain, for strategies that branch there."""
+
+
+class CompletionDelta(Message, frozen=True, kw_only=True):
+    """Text a completion has written since its last delta (``CompletionRequest.stream``): the
+    deltas of a request, in ``index`` order, concatenate to a prefix of its final text (text
+    that a stop string could still cut, or a tool call could turn out to be, is held back until
+    the answer)."""
+
+    SCHEMA = "completion_delta.v1"
+
+    request_id: str
+    index: int
+    text: str
 
 
 class AgentCall(Message, frozen=True, kw_only=True):

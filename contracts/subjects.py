@@ -135,6 +135,12 @@ class Names:
         """A runner hands an episode to the agent it starts (the agent gateway answers)."""
         return self.subject("agent", "attach")
 
+    def agent_stream(self, request_id: str) -> str:
+        """The text of one chat completion as it is written (``CompletionDelta``, core NATS, no
+        stream: the sampler publishes, the agent gateway that asked listens; ``*``: any)."""
+        token = request_id if request_id == "*" else _token(request_id, "request id")
+        return self.subject("agent", "stream", token)
+
     def agent_call(self, episode_id: str) -> str:
         """An agent's recorded chat completions in one episode (``*``: every episode's)."""
         token = episode_id if episode_id == "*" else _token(episode_id, "episode id")

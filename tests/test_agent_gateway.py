@@ -277,6 +277,12 @@ async def test_an_openai_client_gets_completions_recorded_per_episode_pinned_and
             )
         ]  # fmt: skip
         streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        # ... sent as it was written: a chunk per delta the sampler published, not one at the end.
+        pieces = [
+            c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+        ]
+        tokens = chunks[-1].usage.completion_tokens  # type: ignore[union-attr]
+        assert len(pieces) >= min(3, tokens - 1), (pieces, tokens)
         plain = await agent.chat.completions.create(
             model="active",
             messages=messages,

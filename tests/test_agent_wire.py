@@ -10,12 +10,14 @@ import pytest
 
 from aios_rl.agents.wire import (
     ChatRequest,
+    ChunkWriter,
     WireError,
     completion_body,
     error_body,
     parse_chat_request,
     split_tool_calls,
     stream_events,
+    streamable,
     template_messages,
 )
 from contracts import ChatMessage, CompletionResponse, FunctionCall, ToolCall
@@ -208,6 +210,24 @@ def _events(raw: list[bytes]) -> list[Any]:
         data = text[len("data: ") : -2]
         out.append(data if data == "[DONE]" else json.loads(data))
     return out
+
+
+def test_text_is_streamed_as_written_but_what_a_stop_or_a_tool_could_change() -> None:
+    """``streamable``: all of the text so far, less what the longest stop string could still
+    cut and a character not decoded whole; nothing with tools. The writer sends live text, then
+    the answer's rest after it."""
+    assert streamable("Hello wor", stop=[], tools=False) == "Hello wor"
+    assert streamable("Hello wor", stop=["STOP", "\n"], tools=False) == "Hello "
+    assert streamable("Hel\ufffd", stop=[], tools=False) == "Hel"
+    assert streamable("a \ufffd b", stop=[], tools=False) == "a \ufffd b"  # mid-text: final
+    assert streamable("Hello", stop=[], tools=True) == ""
+    req = parse(stream=True)
+    writer = ChunkWriter(req, completion_id="c1", created=5, model="ck-7")
+    live = [writer.start(), writer.content("Hel"), writer.content(""), writer.content("lo")]
+    events = _events([e for e in live if e is not None] + writer.finish(_resp(), VOCAB.get))
+    text = [c["choices"][0]["delta"].get("content") for c in events[:-1] if c["choices"]]
+    assert text == ["", "Hel", "lo", " world", None] and events[-1] == "[DONE]"
+    assert events[1]["model"] == "ck-7"
 
 
 def test_a_stream_concatenates_to_the_answer_and_ends_with_done() -> None:

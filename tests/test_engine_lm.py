@@ -168,10 +168,14 @@ async def test_the_engine_writes_completions_as_the_student_scores_them(
             for s in range(3)
         )
     )
+    written: list[str] = []
     again = await engine.complete(
-        "base", prompt, Regime(0.8), max_tokens=16, seed=0, top_logprobs=3
-    )
+        "base", prompt, Regime(0.8), max_tokens=16, seed=0, top_logprobs=3,
+        on_text=written.append,
+    )  # fmt: skip
     assert again.token_ids == outs[0].token_ids  # seeded
+    # The text as it was written: growing prefixes of the final text, update by update.
+    assert written and all(again.text.startswith(t.rstrip("\ufffd")) for t in written), written
     decision = Decision("ignored", prompt_ids=tuple(prompt))
     ev = lm.evaluate([decision] * 3, [tuple(o.token_ids) for o in outs])
     for i, o in enumerate(outs):

@@ -36,12 +36,14 @@ __all__ = [
     "MAX_STOP",
     "MAX_TOP_LOGPROBS",
     "ChatRequest",
+    "ChunkWriter",
     "WireError",
     "completion_body",
     "error_body",
     "parse_chat_request",
     "split_tool_calls",
     "stream_events",
+    "streamable",
     "template_messages",
 ]
 
@@ -427,6 +429,88 @@ def _event(doc: dict[str, Any] | str) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
+class ChunkWriter:
+    """A streamed answer's server-sent events (``chat.completion.chunk``), written as the
+    completion goes: :meth:`start` (the role), :meth:`content` for text as it is written, then
+    :meth:`finish` with the whole answer."""
+
+    def __init__(self, req: ChatRequest, *, completion_id: str, created: int, model: str) -> None:
+        self.req = req
+        self.head = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "system_fingerprint": model,
+        }
+        self.sent = ""
+        """The content sent so far."""
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None, **extra}
+        doc = {**self.head, "choices": [choice]}
+        if self.req.include_usage:
+            doc["usage"] = None
+        return _event(doc)
+
+    def start(self) -> bytes:
+        return self.chunk({"role": "assistant", "content": ""})
+
+    def content(self, text: str) -> bytes | None:
+        """A chunk of ``text`` written since the last (``None`` for none)."""
+        if not text:
+            return None
+        self.sent += text
+        return self.chunk({"content": text})
+
+    def finish(
+        self,
+        resp: CompletionResponse,
+        decode: Callable[[int], str],
+        pieces: Sequence[str] | None = None,
+    ) -> list[bytes]:
+        """The rest of the answer ``resp``: its content beyond what was sent (``pieces``, e.g.
+        one per token; default: at once; with ``logprobs`` and nothing sent yet, one chunk per
+        token carrying its entry), the tool calls, the finish reason, the usage when asked for
+        (``stream_options.include_usage``), then ``[DONE]``."""
+        out: list[bytes] = []
+        if self.req.logprobs and not self.sent:
+            entries = _logprobs(resp, decode, self.req.top_logprobs)["content"]
+            # One chunk per token; the content is the text's own slice so the chunks
+            # concatenate to the message's text whatever the tokenizer's spacing.
+            texts = _token_slices(resp.text, [e["token"] for e in entries])
+            for text, entry in zip(texts, entries, strict=True):
+                out.append(self.chunk({"content": text}, logprobs={"content": [entry]}))
+            self.sent = resp.text
+        elif resp.text.startswith(self.sent):
+            rest = resp.text[len(self.sent) :]
+            for piece in pieces if pieces is not None else [rest]:
+                chunk = self.content(piece)
+                if chunk is not None:
+                    out.append(chunk)
+        if resp.tool_calls:
+            calls = [{"index": i, **msgspec.to_builtins(c)} for i, c in enumerate(resp.tool_calls)]
+            out.append(self.chunk({"tool_calls": calls}))
+        out.append(self.chunk({}, resp.finish_reason))
+        if self.req.include_usage:
+            out.append(_event({**self.head, "choices": [], "usage": _usage(resp)}))
+        out.append(_event("[DONE]"))
+        return out
+
+
+def streamable(text: str, *, stop: Sequence[str], tools: bool) -> str:
+    """What of ``text``, a completion's text so far, can be sent before it ends: all of it but
+    what a stop string could still cut (its longest one's length less one, at the end) and a
+    character not yet decoded whole; nothing when tools were offered (the text may turn out to
+    be a tool call). A replacement character at the end may be a character whose bytes are not
+    all written yet: held back too."""
+    if tools:
+        return ""
+    hold = max((len(x) for x in stop if x), default=1) - 1
+    out = text[: len(text) - hold] if hold else text
+    return out.rstrip("\ufffd")
+
+
 def stream_events(
     req: ChatRequest,
     resp: CompletionResponse,
@@ -436,45 +520,14 @@ def stream_events(
     decode: Callable[[int], str],
     pieces: Sequence[str] | None = None,
 ) -> list[bytes]:
-    """The streamed answer as server-sent events (``chat.completion.chunk``): the role, the
-    content (``pieces``, e.g. one per token; default: the whole text at once; with ``logprobs``,
-    one chunk per token carrying its entry), the tool calls, the finish reason, the usage when
-    asked for (``stream_options.include_usage``), then ``[DONE]``."""
-    head = {
-        "id": completion_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": resp.checkpoint_id,
-        "system_fingerprint": resp.checkpoint_id,
-    }
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None, **extra}
-        doc = {**head, "choices": [choice]}
-        if req.include_usage:
-            doc["usage"] = None
-        return _event(doc)
-
-    out = [chunk({"role": "assistant", "content": ""})]
-    if req.logprobs:
-        entries = _logprobs(resp, decode, req.top_logprobs)["content"]
-        # One chunk per token; the content is the text's own slice so the chunks concatenate
-        # to the message's text whatever the tokenizer's spacing.
-        texts = _token_slices(resp.text, [e["token"] for e in entries])
-        for text, entry in zip(texts, entries, strict=True):
-            out.append(chunk({"content": text}, logprobs={"content": [entry]}))
-    elif resp.text:
-        for piece in pieces if pieces is not None else [resp.text]:
-            if piece:
-                out.append(chunk({"content": piece}))
-    if resp.tool_calls:
-        calls = [{"index": i, **msgspec.to_builtins(c)} for i, c in enumerate(resp.tool_calls)]
-        out.append(chunk({"tool_calls": calls}))
-    out.append(chunk({}, resp.finish_reason))
-    if req.include_usage:
-        out.append(_event({**head, "choices": [], "usage": _usage(resp)}))
-    out.append(_event("[DONE]"))
-    return out
+    """The whole streamed answer at once (:class:`ChunkWriter`): the role, the content
+    (``pieces``, e.g. one per token; default: the whole text at once; with ``logprobs``, one
+    chunk per token carrying its entry), the tool calls, the finish reason, the usage when asked
+    for, then ``[DONE]``."""
+    writer = ChunkWriter(
+        req, completion_id=completion_id, created=created, model=resp.checkpoint_id
+    )
+    return [writer.start(), *writer.finish(resp, decode, pieces)]
 
 
 def _token_slices(text: str, tokens: Sequence[str]) -> list[str]:

@@ -43,7 +43,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -262,10 +262,15 @@ class LMEngine:
         return self._students[checkpoint_id]
 
     async def _generate(
-        self, checkpoint_id: str, prompt: list[int], params: Any
+        self,
+        checkpoint_id: str,
+        prompt: list[int],
+        params: Any,
+        on_text: Callable[[str], None] | None = None,
     ) -> tuple[Any, list[int], list[Any]]:
         """One request to the engine under the checkpoint's adapter: its output, the token ids
-        and each token's log-prob row (checked to match); counted in :attr:`stats`."""
+        and each token's log-prob row (checked to match); counted in :attr:`stats`.
+        ``on_text`` gets the text written so far at every update the engine gives."""
         began = time.monotonic()
         self.stats.in_flight += 1
         self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
@@ -278,6 +283,8 @@ class LMEngine:
                 lora_request=self._adapters[checkpoint_id].request,
             ):
                 final = update
+                if on_text is not None and update.outputs and not update.finished:
+                    on_text(update.outputs[0].text)
         finally:
             self.stats.in_flight -= 1
         if final is None or not final.outputs:
@@ -377,6 +384,7 @@ class LMEngine:
         stop: Sequence[str] = (),
         seed: int | None = None,
         top_logprobs: int = 0,
+        on_text: Callable[[str], None] | None = None,
     ) -> Any:
         """One chat completion after ``prompt_ids`` (an agent's conversation through the chat
         template) under the checkpoint's adapter: the same ``Completion`` as the student's own
@@ -396,7 +404,7 @@ class LMEngine:
             stop=stop,
             logprobs=top_logprobs,
         )
-        out, ids, rows = await self._generate(checkpoint_id, prompt, params)
+        out, ids, rows = await self._generate(checkpoint_id, prompt, params, on_text)
         logps = [float(row[t].logprob) for row, t in zip(rows, ids, strict=True)]
         tops = (
             [

@@ -22,7 +22,7 @@ import inspect
 import io
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -793,11 +793,13 @@ class HFStudent(nn.Module):
         stop: Sequence[str] = (),
         seed: int | None = None,
         top_logprobs: int = 0,
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
         """Write one completion after ``prompt_ids`` (KV-cached, token by token) until the end
         of the turn, a stop string, ``max_tokens`` or the model's last position, keeping each
         sampled token's log-prob under the raw policy (what the trainer recomputes) and, when
-        asked, its ``top_logprobs`` most likely alternatives."""
+        asked, its ``top_logprobs`` most likely alternatives. ``on_text`` gets the text written
+        so far after each token that did not end it."""
         if max_tokens < 1:
             raise StudentError(f"max_tokens must be >= 1, got {max_tokens}")
         prompt = list(self._checked_ids(prompt_ids, "prompt"))
@@ -837,6 +839,8 @@ class HFStudent(nn.Module):
             if cut >= 0:
                 text, finish = text[:cut], "stop"
                 break
+            if on_text is not None:
+                on_text(text)
             if step == steps - 1:
                 break
             cache = out["cache"] if self._cache_arg == "cache" else out["past_key_values"]

@@ -33,6 +33,7 @@ from contracts import (
     AgentEpisode,
     AgentEpisodeState,
     CheckpointPointers,
+    CompletionDelta,
     CompletionRequest,
     CompletionResponse,
     EnvClose,
@@ -45,7 +46,20 @@ from .logic import replayed_answer, resolve_model, sampling_of
 from .settings import AgentGatewaySettings
 from .store import EpisodeStore
 
-__all__ = ["Answer", "Gateway"]
+__all__ = ["Answer", "Gateway", "Pending"]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A completion asked for and checked, not yet written."""
+
+    req: ChatRequest
+    request: CompletionRequest
+    agent: str
+    episode_id: str
+    recorded: CompletionResponse | None
+    """A continuation's replayed answer (nothing is sampled)."""
+    created: int
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,8 @@ class Gateway:
         self.recorded = 0
         self.replayed = 0
         self.refused = 0
+        self.background: set[asyncio.Task[Answer]] = set()
+        """Streamed completions still running (kept to their end whoever listens)."""
         self.log = get_logger()
 
     async def _pointers(self) -> CheckpointPointers | None:
@@ -125,7 +141,16 @@ class Gateway:
         return concrete
 
     async def chat(self, body: bytes, *, authorization: str | None, episode: str | None) -> Answer:
-        """``POST /v1/chat/completions``, served (streamed or not, the web side decides)."""
+        """``POST /v1/chat/completions``, served whole (:meth:`prepare`, then :meth:`serve`)."""
+        return await self.serve(
+            await self.prepare(body, authorization=authorization, episode=episode)
+        )
+
+    async def prepare(
+        self, body: bytes, *, authorization: str | None, episode: str | None
+    ) -> Pending:
+        """A chat completion asked for, checked (token, body, episode, pin): everything that
+        can refuse it before anything is written."""
         agent = self.tokens().agent(authorization)
         req = parse_chat_request(body, max_tokens_cap=self.settings.max_tokens)
         episode_id = (episode or req.user or "").strip()
@@ -180,17 +205,41 @@ class Gateway:
             await self.episodes.update(
                 episode_id, agent, lambda s: msgspec.structs.replace(s, replay=[])
             )
-        if recorded is not None:
-            # A continuation retracing its parent: the parent's answer, not a new sample.
-            response = msgspec.structs.replace(recorded, request_id=request.request_id)
-        else:
-            response = await self._complete(request)
-            self.completions += 1
-        if episode_id:
-            await self._record(episode_id, agent, request, response, replayed=recorded is not None)
-        return Answer(req, response, f"chatcmpl-{request.request_id}", int(self.clock()))
+        return Pending(req, request, agent, episode_id, recorded, int(self.clock()))
 
-    async def _complete(self, request: CompletionRequest) -> CompletionResponse:
+    async def serve(self, p: Pending, on_text: Callable[[str], None] | None = None) -> Answer:
+        """The completion :meth:`prepare` checked, written and recorded. ``on_text`` gets its
+        text as it is written (deltas, in order; what is not sent that way is in the answer);
+        a continuation's replayed answer and an answer with log-probs come whole."""
+        request = p.request
+        if p.recorded is not None:
+            # A continuation retracing its parent: the parent's answer, not a new sample.
+            response = msgspec.structs.replace(p.recorded, request_id=request.request_id)
+        else:
+            live = on_text if not p.req.logprobs else None
+            response = await self._complete(request, live)
+            self.completions += 1
+        if p.episode_id:
+            await self._record(
+                p.episode_id, p.agent, request, response, replayed=p.recorded is not None
+            )
+        return Answer(p.req, response, f"chatcmpl-{request.request_id}", p.created)
+
+    async def _complete(
+        self, request: CompletionRequest, on_text: Callable[[str], None] | None = None
+    ) -> CompletionResponse:
+        sub = None
+        if on_text is not None:
+            request = msgspec.structs.replace(request, stream=True)
+            expected = 0
+
+            async def delta(msg: object, _raw: object) -> None:
+                nonlocal expected
+                if isinstance(msg, CompletionDelta) and msg.index == expected:
+                    expected += 1
+                    on_text(msg.text)
+
+            sub = await self.bus.subscribe(self.bus.names.agent_stream(request.request_id), delta)
         try:
             return await self.bus.request(
                 self.bus.names.policy_complete(),
@@ -203,6 +252,9 @@ class Gateway:
             raise WireError(f"the student: {exc.description}", status=status) from exc
         except (NoResponders, RequestTimeout) as exc:
             raise WireError(f"the sampler did not answer: {exc}", status=503) from exc
+        finally:
+            if sub is not None:
+                await self.bus.unsubscribe(sub)
 
     async def _record(
         self,

@@ -5,17 +5,21 @@ environment episodes (``POST /v1/environments/{environment}/episodes``, ``POST
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aios_rl.agents.wire import WireError, completion_body, error_body, stream_events
+from aios_rl.agents.wire import ChunkWriter, WireError, completion_body, error_body
 from aios_rl.bus import get_logger
 from contracts import CompletionResponse, EnvState
 
-from .handlers import Gateway
+from .handlers import Gateway, Pending
 from .logic import EPISODE_HEADER
 
 __all__ = ["MAX_BODY_BYTES", "build_app"]
@@ -50,28 +54,62 @@ def build_app(gw: Gateway) -> Starlette:
         if isinstance(body, JSONResponse):
             return body
         try:
-            answer = await gw.chat(
+            pending = await gw.prepare(
                 body,
                 authorization=request.headers.get("authorization"),
                 episode=request.headers.get(EPISODE_HEADER),
             )
+            if pending.req.stream:
+                return StreamingResponse(stream(pending), media_type="text/event-stream")
+            answer = await gw.serve(pending)
         except WireError as err:
             return refuse(err, "chat")
         texts = _decoder(answer.response)
-        envelope = {
-            "completion_id": answer.completion_id,
-            "created": answer.created,
-            "decode": lambda t: texts.get(t, ""),
-        }
-        if answer.request.stream:
-            events = stream_events(answer.request, answer.response, **envelope)  # type: ignore[arg-type]
+        return JSONResponse(
+            completion_body(
+                answer.request,
+                answer.response,
+                completion_id=answer.completion_id,
+                created=answer.created,
+                decode=lambda t: texts.get(t, ""),
+            )
+        )
 
-            async def send():  # type: ignore[no-untyped-def]
-                for event in events:
-                    yield event
-
-            return StreamingResponse(send(), media_type="text/event-stream")
-        return JSONResponse(completion_body(answer.request, answer.response, **envelope))  # type: ignore[arg-type]
+    async def stream(pending: Pending) -> AsyncIterator[bytes]:
+        """The answer's chunks as the text is written, then the rest of the answer. The
+        completion runs to its end (and is recorded) even when the agent hangs up."""
+        writer = ChunkWriter(
+            pending.req,
+            completion_id=f"chatcmpl-{pending.request.request_id}",
+            created=pending.created,
+            model=pending.request.checkpoint_id,
+        )
+        yield writer.start()
+        written: asyncio.Queue[str] = asyncio.Queue()
+        served = asyncio.create_task(gw.serve(pending, on_text=written.put_nowait))
+        gw.background.add(served)
+        served.add_done_callback(gw.background.discard)
+        while not served.done():
+            text = asyncio.create_task(written.get())
+            await asyncio.wait({text, served}, return_when=asyncio.FIRST_COMPLETED)
+            if not text.done():
+                text.cancel()
+                break
+            chunk = writer.content(text.result())
+            if chunk is not None:
+                yield chunk
+        try:
+            answer = served.result()
+        except WireError as err:
+            # Past the status line: OpenAI's error object as an event, then the end.
+            gw.refused += 1
+            log.info("agent.refused", what="chat_stream", status=err.status, error=err.message)
+            yield f"data: {json.dumps(error_body(err))}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+            return
+        texts = _decoder(answer.response)
+        for event in writer.finish(answer.response, lambda t: texts.get(t, "")):
+            yield event
 
     async def read(request: Request) -> bytes | JSONResponse:
         body = b""

@@ -14,8 +14,8 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
 
-from aios_rl.agents.wire import split_tool_calls, template_messages
-from aios_rl.bus import PermanentError, ServiceError, get_logger
+from aios_rl.agents.wire import split_tool_calls, streamable, template_messages
+from aios_rl.bus import Bus, BusError, PermanentError, ServiceError, get_logger
 from aios_rl.state import KvWatch
 from aios_rl.state.checkpoints import (
     CheckpointRegistry,
@@ -30,6 +30,7 @@ from contracts import (
     ActRequest,
     ActResponse,
     CheckpointPointers,
+    CompletionDelta,
     CompletionRequest,
     CompletionResponse,
 )
@@ -66,7 +67,10 @@ class Sampler:
         settings: SamplerSettings,
         *,
         engine: LMEngine | None = None,
+        bus: Bus | None = None,
     ) -> None:
+        self.bus = bus
+        """Where a streamed completion's deltas go (``None``: none are sent)."""
         self.registry = registry
         self.settings = settings
         self.cache: LruCache[StudentBackend] = LruCache(settings.cache_size)
@@ -283,18 +287,24 @@ class Sampler:
             )
             # Temperature 0 is greedy: below the student's greedy threshold.
             regime = Regime(temperature=max(req.temperature, 1e-4), top_p=req.top_p)
+            deltas = _Deltas(self.bus, req) if req.stream and self.bus is not None else None
             options = {
                 "max_tokens": req.max_tokens,
                 "stop": tuple(req.stop),
                 "seed": req.seed,
                 "top_logprobs": req.top_logprobs,
+                "on_text": deltas.on_text if deltas is not None else None,
             }
             engine = self.engine
-            if engine is not None and checkpoint in engine:
-                # The engine batches every agent's completions with the runners' actions.
-                out = await engine.complete(checkpoint, prompt, regime, **options)  # type: ignore[arg-type]
-            else:
-                out = await asyncio.to_thread(complete, prompt, regime, **options)
+            try:
+                if engine is not None and checkpoint in engine:
+                    # The engine batches every agent's completions with the runners' actions.
+                    out = await engine.complete(checkpoint, prompt, regime, **options)  # type: ignore[arg-type]
+                else:
+                    out = await asyncio.to_thread(complete, prompt, regime, **options)
+            finally:
+                if deltas is not None:
+                    await deltas.close()
         alternatives = {t for alts in out.top_logprobs for t, _ in alts}
         texts = await asyncio.to_thread(
             model.token_texts,  # type: ignore[attr-defined]
@@ -321,3 +331,41 @@ class Sampler:
             ],
             token_entropies=[round(h, 6) for h in out.token_entropies],
         )
+
+
+class _Deltas:
+    """A streamed completion's text, published as it is written (``CompletionDelta`` on
+    ``agent.stream.<request_id>``): what :func:`streamable` allows of each new text, in order,
+    by one task (the model may write in a worker thread)."""
+
+    def __init__(self, bus: Bus, req: CompletionRequest) -> None:
+        self.bus, self.req = bus, req
+        self.subject = bus.names.agent_stream(req.request_id)
+        self.loop = asyncio.get_running_loop()
+        self.texts: asyncio.Queue[str | None] = asyncio.Queue()
+        self.task = asyncio.create_task(self._publish())
+
+    def on_text(self, text: str) -> None:
+        """The text written so far (from any thread)."""
+        self.loop.call_soon_threadsafe(self.texts.put_nowait, text)
+
+    async def _publish(self) -> None:
+        sent, index = "", 0
+        while (text := await self.texts.get()) is not None:
+            ready = streamable(text, stop=self.req.stop, tools=bool(self.req.tools))
+            if len(ready) <= len(sent) or not ready.startswith(sent):
+                continue
+            delta = CompletionDelta(
+                request_id=self.req.request_id, index=index, text=ready[len(sent) :]
+            )
+            try:
+                await self.bus.publish(self.subject, delta)
+            except BusError as exc:  # the answer still carries the whole text
+                get_logger().warning("sampler.delta_lost", error=str(exc))
+                return
+            sent, index = ready, index + 1
+
+    async def close(self) -> None:
+        """Publish what is queued, then stop."""
+        self.texts.put_nowait(None)
+        await self.task

@@ -22,7 +22,7 @@ def build(
     """The sampler service on ``bus`` (not yet running) and its state; ``engine``: a started
     inference engine to serve with (its owner closes it), instead of one of its own."""
     torch.set_num_threads(settings.torch_threads)
-    sampler = Sampler(CheckpointRegistry(bus), settings, engine=engine)
+    sampler = Sampler(CheckpointRegistry(bus), settings, engine=engine, bus=bus)
     svc = Service(
         bus,
         name="sampler",
