@@ -61,6 +61,29 @@ async def _recorded(
     return episodes, calls, metrics
 
 
+def _train(
+    store: Path,
+    capsys: pytest.CaptureFixture[str],
+    model: Path,
+    command: str,
+    heldout: int,
+    tasks: int,
+    *extra: str,
+) -> dict:
+    """``aios-rl shell train --agent-cmd command``: one epoch of ``tasks`` groups of 2 with
+    ``heldout`` held-out tasks, PPO, no teacher; its JSON summary (checked finished)."""
+    argv = ["shell", "train", "--epochs", "1", "--train-tasks", "4", "--heldout", str(heldout)]
+    argv += ["--tasks-per-epoch", str(tasks), "--group-size", "2", *extra]
+    argv += ["--teacher", "none", "--algorithm", "ppo"]
+    argv += ["--student", "hf", "--model-path", str(model)]
+    argv += ["--agent-cmd", command, "--agent-name", "coder"]
+    argv += ["--store", str(store), "--nats-url", "nats://127.0.0.1:1", "--json"]
+    assert run_cli(argv) == 0, capsys.readouterr().err[-3000:]
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["end"] == "finished", doc
+    return doc
+
+
 @pytest.mark.parametrize("agent", ["python", "typescript"])
 def test_an_example_agent_trains_in_a_campaign(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], chat_model: Path, agent: str
@@ -72,23 +95,7 @@ def test_an_example_agent_trains_in_a_campaign(
     command = PYTHON_AGENT if agent == "python" else f"node {TS_AGENT}"
     tasks, heldout = (2, 2) if agent == "python" else (1, 1)
     store = tmp_path / "store"
-    argv = ["shell", "train", "--epochs", "1", "--train-tasks", "4", "--heldout", str(heldout)]
-    argv += [
-        "--tasks-per-epoch",
-        str(tasks),
-        "--group-size",
-        "2",
-        "--teacher",
-        "none",
-        "--algorithm",
-        "ppo",
-    ]
-    argv += ["--student", "hf", "--model-path", str(chat_model)]
-    argv += ["--agent-cmd", command, "--agent-name", "coder"]
-    argv += ["--store", str(store), "--nats-url", "nats://127.0.0.1:1", "--json"]
-    assert run_cli(argv) == 0, capsys.readouterr().err[-3000:]
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["end"] == "finished", doc
+    doc = _train(store, capsys, chat_model, command, heldout, tasks)
     before, after = doc["before"]["checkpoint"], doc["after"]["checkpoint"]
     # The agent's token was written for the name asked, digest only.
     agents = json.loads((store / "auth" / "agents.json").read_text())["agents"]
@@ -122,15 +129,7 @@ def test_a_branched_agent_episode_replays_its_parents_turns_then_samples(
     gateway gives it its parent's answers again while it asks what the parent asked (replayed
     steps, the parent's very tokens, never trained on), then samples its own."""
     store = tmp_path / "store"
-    argv = ["shell", "train", "--epochs", "1", "--train-tasks", "4", "--heldout", "1"]
-    argv += ["--tasks-per-epoch", "1", "--group-size", "2", "--strategy", "heuristic"]
-    argv += ["--teacher", "none", "--algorithm", "ppo"]
-    argv += ["--student", "hf", "--model-path", str(chat_model)]
-    argv += ["--agent-cmd", PYTHON_AGENT, "--agent-name", "coder"]
-    argv += ["--store", str(store), "--nats-url", "nats://127.0.0.1:1", "--json"]
-    assert run_cli(argv) == 0, capsys.readouterr().err[-3000:]
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["end"] == "finished", doc
+    doc = _train(store, capsys, chat_model, PYTHON_AGENT, 1, 1, "--strategy", "heuristic")
     episodes, calls, metrics = asyncio.run(_recorded(store, doc["after"]["checkpoint"]))
     by_id = {e.episode_id: e for e in episodes}
     (branch,) = [e for e in episodes if e.branch is not None]
