@@ -91,9 +91,13 @@ def build_app(gw: Gateway) -> Starlette:
         served.add_done_callback(gw.background.discard)
         while not served.done():
             text = asyncio.create_task(written.get())
-            await asyncio.wait({text, served}, return_when=asyncio.FIRST_COMPLETED)
-            if not text.done():
-                text.cancel()
+            try:
+                await asyncio.wait({text, served}, return_when=asyncio.FIRST_COMPLETED)
+            finally:  # the agent may hang up here: the completion goes on, the wait does not
+                got = text.done()
+                if not got:
+                    text.cancel()
+            if not got:
                 break
             chunk = writer.content(text.result())
             if chunk is not None:
