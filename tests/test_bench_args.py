@@ -170,16 +170,43 @@ def test_learning_rl_combine_keeps_each_variants_latest_run_and_the_goal_per_env
     assert payload["shell"]["rl_only_paired_ci_low"] == 0.12
     assert payload["browser-miniwob"]["rl_only_paired_ci_low"] == -0.2
     assert "orchestrator" not in payload
-    assert "- shell: `rl_only_paired_ci_low` +0.120: met; GRPO alone" in md
-    assert "(`grpo`, also reward only) -0.100: not above untrained beyond noise" in md
-    assert "- browser-miniwob: `rl_only_paired_ci_low` -0.200: **not met**\n" in md
+    # Met when any row that learns from reward alone is above 0; every such row is named.
+    assert "- shell: met (`grpo` -0.100, `rl` +0.120)\n" in md
+    assert payload["shell"]["reward_only_best"] == {"variant": "rl", "paired_ci_low": 0.12}
+    assert "- browser-miniwob: **not met** (`rl` -0.200)\n" in md
     assert "- orchestrator: not measured yet" in md
     # The browser's own recipe is GRPO alone: its row says so (shell's does not).
-    assert "- browser-sites: not measured yet; GRPO alone (`grpo`, also reward only) +0.020: " in md
+    assert "- browser-sites: met (`grpo` +0.020); browser episodes learn by GRPO alone" in md
     assert md.count("browser episodes learn by GRPO alone by default") == 1
     assert "| shell | rl+oracle-distill | (not measured yet) |" in md
+    # The curriculum rows belong to site flows alone and are not listed until measured.
+    assert "easy-flows" not in md
     assert "| 0.100 -> 0.300 |" in md  # the mean held-out reward, partial credit included
     assert "gave no hint" not in md  # no per-update record: nothing is claimed
+
+
+def test_learning_rl_combine_counts_a_curriculum_row_as_reward_only_on_site_flows() -> None:
+    from bench.learning_rl import combine
+
+    sites = {
+        "date": "2026-01-16",
+        "browser-sites": {
+            "grpo": _variant(0.0, 0.0, 0.0),
+            "rl+oracle-distill": _variant(0.0, 0.3, 0.2),  # a teacher's: not reward alone
+            "grpo+easy-flows": _variant(0.0, 0.1, 0.03),
+        },
+        "shell": {"grpo+easy-flows": _variant(0.0, 0.5, 0.4)},  # not a shell variant: ignored
+    }
+    md, payload = combine({"s.json": sites})
+    assert payload["browser-sites"]["reward_only_best"] == {
+        "variant": "grpo+easy-flows",
+        "paired_ci_low": 0.03,
+    }
+    assert "- browser-sites: met (`grpo` +0.000, `grpo+easy-flows` +0.030)" in md
+    assert (
+        "| browser-sites | `grpo+easy-flows` | environment reward only, GRPO alone, trained" in md
+    )
+    assert "shell" not in payload
 
 
 def test_learning_rl_combine_says_which_teacher_rows_got_no_hint() -> None:

@@ -19,6 +19,7 @@ import pytest_asyncio
 from aios_rl.bus import Bus, RemoteError, Service, connect
 from aios_rl.envs.browser.actions import quoted_values
 from aios_rl.envs.browser.flows import (
+    EASY_FLOWS,
     FLOW_TEMPLATES,
     HELDOUT,
     CartLine,
@@ -29,12 +30,14 @@ from aios_rl.envs.browser.flows import (
     browser_task_id,
     check_task,
     generate,
+    items_of,
     judge,
     make_task,
     potential,
     products_of,
     search,
     shop_goal,
+    slug,
     validate_field,
     webshop_reward,
 )
@@ -78,6 +81,27 @@ def test_train_and_heldout_share_no_flow_template_pair() -> None:
     assert {t.split for t in generate(5, 1, "heldout")} == {"heldout"}
     with pytest.raises(ValueError, match="split"):
         generate(1, 1, "test")
+
+
+def test_easy_tasks_are_the_first_stage_of_auth_and_scroll() -> None:
+    easy = generate(12, 5, "train", easy=True)
+    assert easy == generate(12, 5, "train", easy=True)
+    assert {t.flow for t in easy} == set(EASY_FLOWS) == {"auth", "scroll"}
+    assert not {t.task_id for t in easy} & {t.task_id for t in generate(40, 5, "train")}
+    for t in easy:
+        check_task(t)
+        if t.flow == "auth":  # opens on the page asked for: the sign-in alone is left
+            assert t.start_path == f"/page/{slug(t.goal['page'])}"
+            assert not any(s == f'click "{t.goal["page"]}"' for s in t.solution)
+            assert t.solution[-1] == f'click "{t.params["submit_label"]}"'
+        else:  # the target is in the first two chunks: one scroll at most
+            names = [name for name, _ in items_of(t.params)]
+            assert names.index(t.goal["item"]) < 2 * int(t.params["chunk"])
+            assert t.solution.count("scroll down") <= 1
+    full_scroll = [t for t in generate(40, 5, "train") if t.flow == "scroll"]
+    assert all(t.solution.count("scroll down") >= 1 for t in full_scroll)
+    with pytest.raises(ValueError, match="no easy stage"):
+        make_task("form", "signup", 1, easy=True)
 
 
 def test_task_ids_are_content_addresses() -> None:
@@ -548,6 +572,7 @@ async def test_the_oracle_solves_generated_tasks_of_every_flow_in_chromium(
 ) -> None:
     tasks = generate(15, 21, "train") + generate(15, 21, "heldout")
     assert {t.flow for t in tasks} == set(BROWSER_FLOWS)
+    tasks += generate(6, 21, "train", easy=True)  # the first stages reach the goal too
     todo: asyncio.Queue[BrowserTask] = asyncio.Queue()
     for t in tasks:
         todo.put_nowait(t)

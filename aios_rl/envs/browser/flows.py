@@ -36,6 +36,11 @@ Some variants carry distractors: a cookie banner (``Accept cookies`` / ``Reject 
 newsletter modal (``No thanks``) that cover every page until dismissed (the modal above the
 banner), so the solution dismisses them first.
 
+**First stages** (``easy``, :data:`EASY_FLOWS`): a curriculum's tasks, the same goal and judge
+by a shorter way: ``auth`` opens on the page asked for, behind the sign-in form; ``scroll`` puts
+the target in the first two chunks. Only the ``train`` split is meant to have them: a student
+trained on them is still measured on the full held-out flows.
+
 Outcomes: ``success`` when the reward is 1, ``partial`` when it is above 0, else ``failure``.
 
 **Progress** (:func:`potential`): how far along its flow a session is, from the same record (the
@@ -65,6 +70,7 @@ from . import _catalogue as cat
 __all__ = [
     "BANNER_ACCEPT",
     "BANNER_REJECT",
+    "EASY_FLOWS",
     "FLOW_TEMPLATES",
     "HELDOUT",
     "MAX_EVENTS",
@@ -104,6 +110,11 @@ FLOW_TEMPLATES: dict[str, tuple[str, ...]] = {
 
 HELDOUT: dict[str, str] = {flow: templates[-1] for flow, templates in FLOW_TEMPLATES.items()}
 """The template of each flow that only the ``heldout`` split uses; ``train`` uses the others."""
+
+EASY_FLOWS = ("auth", "scroll")
+"""Flows with a first stage (``easy``: a curriculum's tasks, the same goal by a shorter way):
+``auth`` starts on the page asked for, behind the sign-in form (the sign-in alone is left);
+``scroll`` puts the target in the first two chunks of the list (at most one scroll)."""
 
 BANNER_ACCEPT = "Accept cookies"
 BANNER_REJECT = "Reject cookies"
@@ -691,6 +702,8 @@ class _Draft:
     statement: list[str] = field(default_factory=list)
     solution: list[str] = field(default_factory=list)
     start_path: str = "/"
+    easy: bool = False
+    """The flow's first stage (:data:`EASY_FLOWS`): a shorter way to the same goal."""
 
 
 def _distractors(rng: random.Random, d: _Draft) -> None:
@@ -774,11 +787,13 @@ def _auth(rng: random.Random, template: str, d: _Draft) -> None:
     d.params["pages"] = _dumps(pages)
     d.params["login_link"] = "Sign in"
     d.goal["page"] = target
+    if d.easy:  # the first stage: the page asked for is already open, behind the sign-in
+        d.start_path = f"/page/{slug(target)}"
     if template == "classic":
         d.statement.append(
             f"Sign in as {_q(user)} with password {_q(password)}, then open {_q(target)}."
         )
-        d.solution += [click(target), *_sign_in_steps(d, user, password)]
+        d.solution += [*([] if d.easy else [click(target)]), *_sign_in_steps(d, user, password)]
     elif template == "deeplink":
         d.start_path = f"/page/{slug(target)}"
         d.statement.append(
@@ -791,7 +806,7 @@ def _auth(rng: random.Random, template: str, d: _Draft) -> None:
             f"Open the {_q(target)} page. When asked, sign in with the account {_q(user)} "
             f"and the password {_q(password)}."
         )
-        d.solution += [click(target), *_sign_in_steps(d, user, password)]
+        d.solution += [*([] if d.easy else [click(target)]), *_sign_in_steps(d, user, password)]
 
 
 # -- form -----------------------------------------------------------------------------------------
@@ -987,7 +1002,11 @@ def _scroll(rng: random.Random, template: str, d: _Draft) -> None:
             )
             for k in range(n, 0, -1)
         ]
-    index = rng.randrange(chunk, min(len(items), 11 * chunk))
+    # The target is never on the first screen: at least one scroll; the first stage (easy) puts
+    # it in the first two chunks (at most one scroll).
+    index = (
+        rng.randrange(0, 2 * chunk) if d.easy else rng.randrange(chunk, min(len(items), 11 * chunk))
+    )
     target = items[index][0]
     d.params.update(title=title, chunk=str(chunk), items=_dumps(items))
     d.goal["item"] = target
@@ -1250,13 +1269,20 @@ def browser_task_id(task: BrowserTask) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-def make_task(flow: str, template: str, seed: int, split: str = "train") -> BrowserTask:
-    """The task of (``flow``, ``template``, ``seed``). Raises ``KeyError`` for an unknown flow
-    or template."""
+def make_task(
+    flow: str, template: str, seed: int, split: str = "train", *, easy: bool = False
+) -> BrowserTask:
+    """The task of (``flow``, ``template``, ``seed``); ``easy``: its first stage (a flow of
+    :data:`EASY_FLOWS`). Raises ``KeyError`` for an unknown flow or template, ``ValueError`` for
+    ``easy`` on a flow with no first stage."""
     if template not in FLOW_TEMPLATES[flow]:
         raise KeyError(f"flow {flow!r} has no template {template!r}")
+    if easy and flow not in EASY_FLOWS:
+        raise ValueError(
+            f"flow {flow!r} has no easy stage (those that do: {', '.join(EASY_FLOWS)})"
+        )
     rng = random.Random(f"{flow}/{template}/{seed}")
-    d = _Draft(params={"site": f"{rng.choice(cat.SITE_NAMES)} {_SITE_SUFFIX[flow]}"})
+    d = _Draft(params={"site": f"{rng.choice(cat.SITE_NAMES)} {_SITE_SUFFIX[flow]}"}, easy=easy)
     _distractors(rng, d)
     _MAKERS[flow](rng, template, d)
     task = BrowserTask(
@@ -1276,29 +1302,33 @@ def make_task(flow: str, template: str, seed: int, split: str = "train") -> Brow
     return msgspec.structs.replace(task, task_id=browser_task_id(task))
 
 
-def _pairs(split: str) -> list[tuple[str, str]]:
+def _pairs(split: str, easy: bool = False) -> list[tuple[str, str]]:
     if split not in ("train", "heldout"):
         raise ValueError(f"split must be 'train' or 'heldout', got {split!r}.")
     return [
         (flow, t)
         for flow in BROWSER_FLOWS
         for t in FLOW_TEMPLATES[flow]
-        if (t == HELDOUT[flow]) == (split == "heldout")
+        if (t == HELDOUT[flow]) == (split == "heldout") and (not easy or flow in EASY_FLOWS)
     ]
 
 
-def generate(count: int, seed: int, split: str) -> list[BrowserTask]:
+def generate(count: int, seed: int, split: str, *, easy: bool = False) -> list[BrowserTask]:
     """``count`` site tasks of ``split`` (``train``: every template but the held-out one of each
     flow; ``heldout``: those), cycling through the split's (flow, template) pairs; the same
-    arguments give the same tasks. Raises ``ValueError`` for an unknown split."""
-    pairs = _pairs(split)
+    arguments give the same tasks. ``easy``: the first stage of the flows that have one
+    (:data:`EASY_FLOWS`), a curriculum's tasks, other seeds than the full flows'. Raises
+    ``ValueError`` for an unknown split."""
+    pairs = _pairs(split, easy)
+    stage = "easy/" if easy else ""
     out: list[BrowserTask] = []
     seen: set[str] = set()
     i = 0
     while len(out) < count:
         flow, template = pairs[i % len(pairs)]
-        task_seed = int(hashlib.sha256(f"browser/{split}/{seed}/{i}".encode()).hexdigest()[:8], 16)
-        task = make_task(flow, template, task_seed, split)
+        key = f"browser/{split}/{stage}{seed}/{i}"
+        task_seed = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
+        task = make_task(flow, template, task_seed, split, easy=easy)
         i += 1
         if task.task_id not in seen:
             seen.add(task.task_id)
