@@ -15,9 +15,9 @@ The context ``z`` of a candidate state is ``CONTEXT_DIM`` numbers laid out as ``
  5    group_var           ``I(Y_0)``: the population variance of those rewards
  6    group_success       share of the group's rollouts that succeeded
  7    group_tied          1 when every reward of the group ties, else 0
- 8    source_reward       the reward of the rollout the state is on
+ 8    source_reward       the reward of the rollout the state is on (0 with ``hindsight`` off)
  9    progress            step / max steps
- 10   steps_left          (the rollout's length - step) / max steps
+ 10   steps_left          (the rollout's length - step) / max steps (0 with ``hindsight`` off)
  11   group_size          rollouts of the task so far / budget M
  12   budget_left         (M - rollouts so far) / M
  13   env_shell           environment one-hot: shell
@@ -117,6 +117,11 @@ class RailSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Most states of a group offered per decision (highest entropy first)."""
     freeze_after_promotion: bool = False
     """``rail-frozen``: no refits once live."""
+    hindsight: bool = True
+    """The context carries ``source_reward`` and ``steps_left``: what is known of the rollout a
+    state is on only once it has finished (the branch decision here is made after a round, so
+    it can read them; a controller deciding while the rollout runs cannot). Off: both are 0,
+    the context of a decision made at the branch point."""
 
 
 class RailCandidate(msgspec.Struct, frozen=True, kw_only=True):

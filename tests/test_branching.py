@@ -19,7 +19,13 @@ from aios_rl.rollouts import (
     summarize,
     validate,
 )
-from aios_rl.rollouts.epoch import plan_jobs, resample_tasks, round_runs, scheduled_ids
+from aios_rl.rollouts.epoch import (
+    plan_jobs,
+    resample_tasks,
+    round_runs,
+    sampling_seed,
+    scheduled_ids,
+)
 from contracts import (
     BranchingSettings,
     BranchOrder,
@@ -252,6 +258,20 @@ def test_a_continuation_job_replays_its_parents_prefix_in_its_parents_environmen
     c0, c1, extra = jobs
     assert c0.prefix == ["a0", "a1"] and c0.seed == parent.seed  # same environment
     assert c0.sampling_seed is not None and c0.sampling_seed != c1.sampling_seed
+    # Another regime at the same branch point draws with other seeds (same ids, same prefix).
+    cool = msgspec.structs.replace(order, regime=DecodingRegime(temperature=0.7, top_p=0.9))
+    other = plan_jobs(
+        s,
+        msgspec.structs.replace(state, orders=[cool, fresh]),
+        deadline=5.0,
+        parents={parent.episode_id: parent},
+    )
+    assert [j.episode_id for j in other] == [j.episode_id for j in jobs]
+    assert other[0].prefix == c0.prefix and other[0].seed == c0.seed
+    assert {other[0].sampling_seed, other[1].sampling_seed}.isdisjoint(
+        {c0.sampling_seed, c1.sampling_seed}
+    )
+    assert c0.sampling_seed == sampling_seed(s.seed, c0.episode_id, order.regime)
     assert (
         c0.group_id == "c-e0-t0" and c0.checkpoint_id == "cand" and c0.reference_checkpoint == "ref"
     )

@@ -79,6 +79,13 @@ def test_the_context_is_26_named_numbers_computed_as_documented() -> None:
     )
     assert other[CONTEXT_LAYOUT.index("env_other")] == 1.0 and other[-8:] == [0.0] * 8
     assert all(math.isfinite(x) for x in [*z, *tied, *other])
+    # Hindsight off: what only the finished rollout tells reads 0, the rest is unchanged.
+    blind = build_context(a, 1, [a, b], budget=8, max_steps=16, epoch=10, hindsight=False)
+    hindsight = {"source_reward", "steps_left"}
+    assert [blind[CONTEXT_LAYOUT.index(k)] for k in sorted(hindsight)] == [0.0, 0.0]
+    assert [x for k, x in zip(CONTEXT_LAYOUT, blind, strict=True) if k not in hindsight] == [
+        x for k, x in zip(CONTEXT_LAYOUT, z, strict=True) if k not in hindsight
+    ]
 
 
 def test_candidate_states_skip_steps_without_a_choice_and_taken_ones() -> None:
@@ -250,3 +257,30 @@ def test_a_repromoted_controller_is_judged_on_its_new_live_decisions_only() -> N
     assert c.mode == "live" and c.state().promotions == 2
     c.observe(trace(100, 0.1, -0.2, mode="live"))  # one bad decision of the new promotion
     assert c.mode == "live"  # the old promotion's failures do not count against it
+
+
+@pytest.mark.parametrize("hindsight", [True, False])
+def test_the_campaigns_hindsight_switch_reaches_every_context_it_asks_with(hindsight: bool) -> None:
+    from aios_rl.rail.plan import decide_requests
+    from aios_rl.rollouts import Group
+    from contracts import CampaignSpec
+
+    s = CampaignSpec(
+        campaign_id="c",
+        group_size=8,
+        tasks_per_epoch=1,
+        rollout_strategy="rail",
+        rail=RailSettings(hindsight=hindsight),
+    )
+    a, b = rollout("a", reward=1.0, outcome="success"), rollout("b", reward=0.5)
+    asks = decide_requests(
+        s, epoch=0, rnd=1, groups=[Group(0, "g", [a, b])], orders=[], base_tasks=1, max_steps=16
+    )
+    contexts = [c.context for _, _, req in asks for c in req.candidates]
+    assert contexts  # both rollouts have states to branch from
+    at = CONTEXT_LAYOUT.index
+    if hindsight:
+        assert {z[at("source_reward")] for z in contexts} == {1.0, 0.5}
+        assert all(z[at("steps_left")] > 0 for z in contexts)
+    else:
+        assert all(z[at("source_reward")] == z[at("steps_left")] == 0.0 for z in contexts)

@@ -499,6 +499,29 @@ def test_teacher_hints_distil_and_the_positive_lane_is_imitated() -> None:
     assert ev.logprobs.exp().min().item() > 0.8
 
 
+def test_a_hint_on_a_replayed_step_is_not_distilled_twice() -> None:
+    """A continuation replays its parent's first steps: a hint the teacher gave on one of them
+    is the parent's to learn from (its own copy of the step), never the continuation's."""
+    hinted, _, _ = _hinted_batch_parts()
+    step = hinted.trajectory[0]
+    two = [step, msgspec.structs.replace(step, index=1)]
+    signal = TeacherSignal(
+        backend="oracle",
+        hints=[
+            TeacherHint(step=0, better_action="apply edit 2"),
+            TeacherHint(step=1, better_action="apply edit 3"),
+        ],
+    )
+    parent = msgspec.structs.replace(hinted, trajectory=two, teacher_signal=signal)
+    replayed = msgspec.structs.replace(two[0], replayed=True)
+    continuation = msgspec.structs.replace(
+        parent, episode_id="child", trajectory=[replayed, two[1]]
+    )
+    config = UpdateConfig(distill_coef=1.0)
+    assert [i for _, i in build_batch([parent], config=config).distill] == [1, 2]
+    assert [i for _, i in build_batch([continuation], config=config).distill] == [2]
+
+
 def test_without_distillation_hints_are_not_learned_from() -> None:
     """The default trainer settings learn from reward: no hint sample, no hint loss term, and
     the update is the same with or without the teacher's hints on the episodes."""

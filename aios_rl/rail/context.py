@@ -50,10 +50,12 @@ def build_context(
     budget: int,
     max_steps: int,
     epoch: int,
+    hindsight: bool = True,
 ) -> list[float]:
     """``z`` for branching ``source`` at ``step``, given the task's ``group`` as it stands
     (``Y_0``), the task's budget ``M`` and the runner's step limit. ``CONTEXT_DIM`` finite
-    numbers, laid out as ``contracts.rail.CONTEXT_LAYOUT``."""
+    numbers, laid out as ``contracts.rail.CONTEXT_LAYOUT``. ``hindsight`` off: what only a
+    finished rollout tells (its reward, the steps it took after ``step``) reads 0."""
     by_id = {g.episode_id: g for g in group}
     width = source.widths[step] if step < len(source.widths) else 0
     scale = _scale(width)
@@ -73,9 +75,9 @@ def build_context(
         reward_contrast(rewards),
         sum(g.outcome == "success" for g in group) / n if n else 0.0,
         1.0 if n and reward_contrast(rewards) < 1e-12 else 0.0,
-        source.reward,
+        source.reward if hindsight else 0.0,
         min(1.0, step / limit),
-        min(1.0, max(0, len(source.actions) - step) / limit),
+        min(1.0, max(0, len(source.actions) - step) / limit) if hindsight else 0.0,
         min(1.0, n / max(1, budget)),
         max(0.0, (budget - n) / max(1, budget)),
         *(1.0 if env == slot else 0.0 for slot in ENV_SLOTS),

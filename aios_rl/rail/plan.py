@@ -98,7 +98,13 @@ def decide_requests(
                     episode_id=s.episode_id,
                     step=t,
                     context=build_context(
-                        s, t, g.rollouts, budget=budget(spec), max_steps=max_steps, epoch=epoch
+                        s,
+                        t,
+                        g.rollouts,
+                        budget=budget(spec),
+                        max_steps=max_steps,
+                        epoch=epoch,
+                        hindsight=rail_settings(spec).hindsight,
                     ),
                 )
                 for s, t in states

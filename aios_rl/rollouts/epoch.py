@@ -25,6 +25,7 @@ from contracts import (
     BranchOrder,
     CampaignSpec,
     CampaignState,
+    DecodingRegime,
     RolloutJob,
     RolloutSummary,
     job_max_steps,
@@ -45,6 +46,7 @@ __all__ = [
     "rollouts_before",
     "round_runs",
     "sample_tasks",
+    "sampling_seed",
     "scheduled_ids",
     "split_counts",
 ]
@@ -189,7 +191,7 @@ def plan_jobs(
             parent = (parents or {})[o.parent_episode_id]
             extra = {
                 "prefix": list(parent.actions[: o.step]),
-                "sampling_seed": seed,
+                "sampling_seed": sampling_seed(spec.seed, run.episode_id, o.regime),
                 "branch": BranchInfo(
                     parent_episode_id=o.parent_episode_id,
                     branch_step=o.step,
@@ -222,6 +224,14 @@ def plan_jobs(
             )
         )
     return jobs
+
+
+def sampling_seed(campaign_seed: int, episode_id: str, regime: DecodingRegime) -> int:
+    """The seed a continuation samples its own steps with: of its campaign, its id (parent,
+    branch step, index) and its regime, so two regimes at one branch point draw differently
+    (one seed for every regime would leave the regime's effect tied to the same draws)."""
+    key = f"{campaign_seed}:{episode_id}:{regime.temperature!r}:{regime.top_p!r}"
+    return random.Random(key).randrange(2**31)
 
 
 def resample_tasks(

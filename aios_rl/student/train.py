@@ -300,7 +300,9 @@ def build_batch(
         by_index = {s.index: s for s in ep.trajectory}
         for hint in signal.hints:
             step = by_index.get(hint.step)
-            if step and hint.better_action and hint.better_action in step.candidates:
+            if step is None or step.replayed:  # a parent's step, replayed: learnt from there
+                continue
+            if hint.better_action and hint.better_action in step.candidates:
                 batch.distill.append(
                     (
                         Decision(step.observation, tuple(step.candidates)),
