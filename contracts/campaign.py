@@ -302,7 +302,7 @@ class BranchOrder(msgspec.Struct, frozen=True, kw_only=True):
     first: int = 0
     """Number of the first new run (fresh rollouts and continuations are numbered on)."""
     regime: DecodingRegime = DecodingRegime()
-    decided_by: Literal["rail", "entropy", "heuristic", "uniform"] = "uniform"
+    decided_by: Literal["rail", "entropy", "heuristic", "uniform", "variance"] = "uniform"
     decision: RailDecision | None = None
     """The RAIL decision behind a branch (its trace is published when its continuations are
     back)."""

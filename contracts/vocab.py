@@ -56,13 +56,22 @@ Algorithm = Literal["grpo", "ppo"]
 """Policy-gradient update rules the trainer offers."""
 
 RolloutStrategy = Literal[
-    "uniform", "entropy", "dapo-filter", "heuristic", "rail", "rail-budget-only", "rail-frozen"
+    "uniform",
+    "entropy",
+    "dapo-filter",
+    "heuristic",
+    "variance",
+    "rail",
+    "rail-budget-only",
+    "rail-frozen",
 ]
 """How an epoch spends its rollouts: fixed groups (``uniform`` GRPO), ARPO's entropy trigger for
 branching (``entropy``), uniform groups with tied groups dropped and resampled (``dapo-filter``,
 DAPO's dynamic sampling), iterative branching from the highest-entropy states with growing
-budgets (``heuristic``, RAIL's warm-up), or the learned RAIL controller (``rail``; its ablations
-``rail-budget-only``, the regime fixed to neutral, and ``rail-frozen``, no refits once live)."""
+budgets (``heuristic``, RAIL's warm-up), half the budget then the rest where the predicted
+reward variance ``p (1 - p)`` is highest (``variance``, a non-learned allocator), or the learned
+RAIL controller (``rail``; its ablations ``rail-budget-only``, the regime fixed to neutral, and
+``rail-frozen``, no refits once live)."""
 
 EpochPhase = Literal["collect", "compare", "decide", "train", "done", "failed", "stopped"]
 """Where an epoch of a campaign stands."""

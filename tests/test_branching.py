@@ -18,6 +18,7 @@ from aios_rl.rollouts import (
     reward_contrast,
     summarize,
     validate,
+    variance_shares,
 )
 from aios_rl.rollouts.epoch import (
     plan_jobs,
@@ -202,6 +203,59 @@ def test_dapo_filter_replaces_tied_groups_with_new_tasks_up_to_the_cap() -> None
     )
     picked = resample_tasks(s, 0, {"shell": ["a", "b", "c"]}, ["shell/a", "shell/b"], 2)
     assert picked == ["shell/c"]  # only what the epoch does not have
+
+
+def test_variance_shares_by_hand() -> None:
+    # Rewards so far: mean of all 8 = 0.25 (the prior). With a prior of 2 rollouts:
+    # t0 [1, 0, 0, 1] -> p = (2 + 0.5) / 6 = 0.4167, p(1-p) = 0.2431
+    # t1 [0, 0, 0, 0] -> p = 0.5 / 6 = 0.0833, p(1-p) = 0.0764
+    # 8 extra rollouts: 8 x 0.2431 / 0.3194 = 6.09 and 1.91 -> 6 and 1, the last to the larger
+    # remainder (t1's 0.91).
+    assert variance_shares([[1, 0, 0, 1], [0, 0, 0, 0]], pool=8, cap=12) == [6, 2]
+    # A cap: what a task cannot take goes to the others; what no task can take is not spent.
+    assert variance_shares([[1, 0], [0, 0], [1, 1]], pool=6, cap=2) == [2, 2, 2]
+    assert variance_shares([[1, 0], [0, 0]], pool=9, cap=3) == [3, 3]
+    # No contrast anywhere and a certain prior (every reward 0): spread evenly.
+    assert variance_shares([[0, 0], [0, 0], [0, 0]], pool=6, cap=6) == [2, 2, 2]
+    assert variance_shares([], pool=6, cap=6) == [] and variance_shares([[1]], 0, 4) == [0]
+    for pool in range(0, 20):  # never more than the pool or the cap
+        got = variance_shares([[1, 0], [0.2, 0.1, 1.7], [0]], pool=pool, cap=5)
+        assert sum(got) == min(pool, 15) and max(got) <= 5
+
+
+def test_variance_spends_the_epochs_budget_where_the_predicted_variance_is_highest() -> None:
+    s = spec("variance")  # M = 4: N = 2 base rollouts, 2 tasks x 2 more = 4 to hand out
+    validate(s)
+    assert initial_runs(s) == 2
+
+    def group(i: int, rewards: list[float]) -> Group:
+        gid = f"c-e0-t{i}"
+        return Group(
+            i,
+            gid,
+            [summary(f"{gid}-r{k}", [1.0], reward=r, group_id=gid) for k, r in enumerate(rewards)],
+        )
+
+    mixed, failed = group(0, [1.0, 0.0]), group(1, [0.0, 0.0])
+    orders = plan_round(
+        s, 1, [mixed, failed], orders=[], base_tasks=2, tasks=2, new_tasks_available=0
+    )
+    # p: (1 + 2 x 0.25) / 4 = 0.375 -> 0.234; 0.5 / 4 = 0.125 -> 0.109: 2.73 and 1.27 -> 3, 1
+    assert [(o.kind, o.task_index, o.count, o.first, o.decided_by) for o in orders] == [
+        ("fresh", 0, 3, 2, "variance"),
+        ("fresh", 1, 1, 2, "variance"),
+    ]
+    assert sum(o.count for o in orders) == 2 * (4 - 2)  # the same rollouts as uniform-4
+    again = plan_round(
+        s, 2, [mixed, failed], orders=orders, base_tasks=2, tasks=2, new_tasks_available=0
+    )
+    assert again == []  # one round: the epoch's collection is complete
+    state = CampaignState(
+        spec=s, tasks=["shell/a", "shell/b"], base_tasks=2, candidate="x", reference="y", round=1,
+        orders=orders,
+    )  # fmt: skip
+    ids = {j.episode_id for j in plan_jobs(s, state, deadline=1.0)}
+    assert ids == {"c-e0-t0-r2", "c-e0-t0-r3", "c-e0-t0-r4", "c-e0-t1-r2"}
 
 
 def test_validate_refuses_what_cannot_be_planned() -> None:

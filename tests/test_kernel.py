@@ -32,6 +32,7 @@ from aios_rl.local import (
     train_epoch,
     train_epochs,
 )
+from aios_rl.rollouts import variance_shares
 from aios_rl.rollouts.epoch import plan_jobs, sample_tasks
 from aios_rl.stack.natsd import NatsServer
 from aios_rl.state.checkpoints import CheckpointRegistry
@@ -254,6 +255,37 @@ async def test_an_epoch_is_the_campaigns_plan_and_an_update_moves_the_student() 
     metrics = train_epoch(model, got.kept, TrainerSettings(learning_rate=3e-3, seed=0))
     assert metrics["samples"] > 0
     assert model.to_bytes() != before
+
+
+@ASYNC
+async def test_the_variance_allocator_spends_uniforms_budget_in_one_more_round() -> None:
+    policy = LocalPolicy(new_student("tiny", seed=4))
+    local = Rollouts(
+        {"orchestrator": host("orchestrator")}, {t.task_id: t for t in ORCHESTRATOR}, policy
+    )
+    available = {"orchestrator": [t.task_id for t in ORCHESTRATOR]}
+    spec = CampaignSpec(
+        campaign_id="v",
+        environments={"orchestrator": 1.0},
+        tasks_per_epoch=3,
+        group_size=4,
+        rollout_strategy="variance",
+        reference_runs=0,
+        seed=3,
+    )
+    got = await collect_epoch(spec, 0, available, local.run)
+    assert got.state.round == 1 and len(got.rollouts) == 3 * 4  # uniform-4's rollouts
+    base = {
+        g: [e for e in got.rollouts if e.group_id == g] for g in {e.group_id for e in got.rollouts}
+    }
+    firsts = {
+        g: [e.env_reward for e in eps if int(e.episode_id.rsplit("-r", 1)[1]) < 2]
+        for g, eps in base.items()
+    }
+    order = sorted(firsts)
+    shares = variance_shares([firsts[g] for g in order], pool=3 * 2, cap=2 * 4 - 2)
+    assert [len(base[g]) - 2 for g in order] == shares
+    assert all(e.branch is None for e in got.rollouts)  # fresh rollouts, no continuation
 
 
 def made(task: str, role: str, k: int, reward: float) -> Episode:

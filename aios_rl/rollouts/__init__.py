@@ -10,6 +10,7 @@ from .accounting import (
     summarize,
 )
 from .plan import (
+    ADAPTIVE,
     BRANCHING,
     RAIL,
     STRATEGIES,
@@ -21,9 +22,11 @@ from .plan import (
     scheduled_runs,
     tied,
     validate,
+    variance_shares,
 )
 
 __all__ = [
+    "ADAPTIVE",
     "BRANCHING",
     "RAIL",
     "STRATEGIES",
@@ -39,4 +42,5 @@ __all__ = [
     "summarize",
     "tied",
     "validate",
+    "variance_shares",
 ]

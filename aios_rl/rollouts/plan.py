@@ -28,6 +28,13 @@ Strategies (``CampaignSpec.rollout_strategy``; ``M = group_size`` rollouts per t
     RAIL's warm-up policy: N base rollouts, then each round branches from the state with the
     highest entropy in the task's whole tree not branched yet, with a budget that doubles round
     by round (Z, 2Z, 4Z, ...); the rest goes to fresh rollouts after the last round.
+``variance``
+    A non-learned allocator (the VIP / Knapsack-RL idea): N base rollouts per task; then the
+    rest of the epoch's budget, ``tasks x (M - N)`` rollouts, goes to the tasks in proportion to
+    their predicted reward variance ``p (1 - p)`` (``p``: the task's mean reward so far, shrunk
+    towards the epoch's mean by a prior of ``VARIANCE_PRIOR`` rollouts), as fresh rollouts, each
+    task at most ``2 M`` in all. The same rollouts as uniform-M, spent where a group is most
+    likely to have a contrast to learn from.
 ``rail``, ``rail-budget-only``, ``rail-frozen``
     N base rollouts; each round the RAIL service decides per task whether, where, how many and
     under which regime to branch (``aios_rl.rail``); no fill: what it does not spend is saved.
@@ -47,6 +54,7 @@ from contracts import BranchOrder, CampaignSpec, DecodingRegime, RolloutSummary
 from .accounting import reward_contrast
 
 __all__ = [
+    "ADAPTIVE",
     "BRANCHING",
     "RAIL",
     "STRATEGIES",
@@ -58,14 +66,27 @@ __all__ = [
     "scheduled_runs",
     "tied",
     "validate",
+    "variance_shares",
 ]
 
 RAIL: tuple[str, ...] = ("rail", "rail-budget-only", "rail-frozen")
 """The strategies the RAIL service decides (the campaign asks it each round)."""
-STRATEGIES: tuple[str, ...] = ("uniform", "entropy", "dapo-filter", "heuristic", *RAIL)
+STRATEGIES: tuple[str, ...] = (
+    "uniform",
+    "entropy",
+    "dapo-filter",
+    "heuristic",
+    "variance",
+    *RAIL,
+)
 """Every strategy a campaign may name."""
 BRANCHING: tuple[str, ...] = ("entropy", "heuristic", *RAIL)
 """The strategies that branch (their groups are trees)."""
+ADAPTIVE: tuple[str, ...] = (*BRANCHING, "variance")
+"""The strategies that start a task with N < M base rollouts and spend the rest in rounds."""
+VARIANCE_PRIOR = 2.0
+"""``variance``: how many rollouts' worth of the epoch's mean reward a task's estimate starts
+from (a task seen twice, both failed, is not certain to fail)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +108,7 @@ def validate(spec: CampaignSpec) -> None:
         )
     if spec.group_size < 1:
         raise ValueError("group_size must be at least 1")
-    if spec.rollout_strategy in BRANCHING:
+    if spec.rollout_strategy in ADAPTIVE:
         if spec.group_size < 2:
             raise ValueError(f"{spec.rollout_strategy} needs a budget (group_size) of at least 2")
         if not 0 <= b.initial < spec.group_size:
@@ -108,8 +129,8 @@ def budget(spec: CampaignSpec) -> int:
 
 
 def initial_runs(spec: CampaignSpec) -> int:
-    """Base rollouts per task in round 0 (N): M for the strategies that do not branch."""
-    if spec.rollout_strategy not in BRANCHING:
+    """Base rollouts per task in round 0 (N): M for the strategies that spend no rounds."""
+    if spec.rollout_strategy not in ADAPTIVE:
         return spec.group_size
     return spec.branching.initial or max(1, spec.group_size // 2)
 
@@ -267,6 +288,64 @@ def _heuristic_round(
     return out
 
 
+def variance_shares(rewards: Sequence[Sequence[float]], pool: int, cap: int) -> list[int]:
+    """How many of ``pool`` extra rollouts each task gets, given each task's rewards so far:
+    in proportion to ``p (1 - p)``, ``p`` its mean reward (clipped to [0, 1]) shrunk towards the
+    mean of every task's rewards by ``VARIANCE_PRIOR`` rollouts; at most ``cap`` each (Hamilton's
+    largest remainders, ties to the lower index; what no task can take is left unspent). Pure."""
+    every = [min(1.0, max(0.0, r)) for rs in rewards for r in rs]
+    prior = sum(every) / len(every) if every else 0.5
+    weights = []
+    for rs in rewards:
+        clipped = [min(1.0, max(0.0, r)) for r in rs]
+        p = (sum(clipped) + VARIANCE_PRIOR * prior) / (len(clipped) + VARIANCE_PRIOR)
+        weights.append(p * (1.0 - p))
+    if not weights or pool <= 0 or cap <= 0:
+        return [0] * len(weights)
+    if sum(weights) <= 0:  # every task certain (prior 0 or 1 and no contrast): spread evenly
+        weights = [1.0] * len(weights)
+    shares = [0] * len(weights)
+    left, open_ = pool, set(range(len(weights)))
+    while left > 0 and open_:
+        total = sum(weights[i] for i in open_)
+        ideal = {i: left * weights[i] / total for i in open_}
+        full = {i for i in open_ if ideal[i] >= cap - shares[i]}
+        if full:  # those reach the cap: fill them, share the rest among the others
+            for i in full:
+                left -= cap - shares[i]
+                shares[i] = cap
+            open_ -= full
+            continue
+        for i in open_:
+            shares[i] += math.floor(ideal[i])
+        left -= sum(math.floor(ideal[i]) for i in open_)
+        by_remainder = sorted(open_, key=lambda i: (-(ideal[i] - math.floor(ideal[i])), i))
+        for i in by_remainder[:left]:
+            shares[i] += 1
+        left = 0
+    return shares
+
+
+def _variance_round(
+    spec: CampaignSpec, groups: Sequence[Group], rnd: int, orders: Sequence[BranchOrder],
+    base_tasks: int,
+) -> list[BranchOrder]:  # fmt: skip
+    if rnd != 1:
+        return []
+    mine = sorted((g for g in groups if g.task_index < base_tasks), key=lambda g: g.task_index)
+    n, m = initial_runs(spec), budget(spec)
+    shares = variance_shares(
+        [[r.reward for r in g.rollouts] for g in mine], len(mine) * (m - n), 2 * m - n
+    )
+    return [
+        msgspec.structs.replace(
+            _fresh(spec, g, rnd, k, _fresh_runs(spec, g, orders)), decided_by="variance"
+        )
+        for g, k in zip(mine, shares, strict=True)
+        if k > 0
+    ]
+
+
 def plan_round(
     spec: CampaignSpec,
     rnd: int,
@@ -297,6 +376,8 @@ def plan_round(
             BranchOrder(round=rnd, kind="task", task_index=tasks + j, regime=spec.regime)
             for j in range(max(0, n))
         ]
+    if strategy == "variance":
+        return _variance_round(spec, groups, rnd, orders, base_tasks)
     if rnd > b.max_rounds:
         return []
     planner = _entropy_round if strategy == "entropy" else _heuristic_round
