@@ -2,7 +2,7 @@
 shell tasks it never saw as uniform groups of 8, on fewer rollouts, and does its scorer keep up
 with the policy it co-evolves with?
 
-Six arms, each a fresh tiny student per seed (the same initial weights for every arm of a seed),
+Eight arms, each a fresh tiny student per seed (the same initial weights for every arm of a seed),
 trained for the same epochs on the same epoch tasks (the campaign's ``sample_tasks``, seeded by
 (seed, epoch)); the training run (``bench/_kernel.py``'s ``train_run`` on the in-process kernel),
 held-out scoring and the first three arms are ``bench/strategies.py``'s:
@@ -23,6 +23,13 @@ held-out scoring and the first three arms are ``bench/strategies.py``'s:
     The same with the regime fixed to neutral (the controller chooses only where and how many).
 ``rail-frozen``
     The same as ``rail`` with ``freeze_after_promotion``: no refits once live.
+``rail-no-hindsight``
+    The same as ``rail`` with ``RailSettings.hindsight`` off: its context does not carry the
+    source rollout's reward and steps left, which only a finished rollout tells.
+``variance``
+    The non-learned allocator: 4 base rollouts a task, then the epoch's other 4 x tasks
+    rollouts where the predicted reward variance p(1-p) is highest (the VIP / Knapsack-RL idea):
+    the simple rule a learned controller has to beat.
 
 One controller per (RAIL arm, seed) lives across the epochs, so it learns beside the policy it
 steers. Each epoch runs through the in-process kernel (``aios_rl.local.collect_epoch`` with a
@@ -120,9 +127,20 @@ ARMS = (
     Arm("rail", "rail", 8, RAIL_BRANCHING),
     Arm("rail-budget-only", "rail-budget-only", 8, RAIL_BRANCHING),
     Arm("rail-frozen", "rail-frozen", 8, RAIL_BRANCHING),
+    Arm("rail-no-hindsight", "rail", 8, RAIL_BRANCHING),
+    Arm("variance", "variance", 8),
 )
 RAIL_ARMS = tuple(a.name for a in ARMS if a.strategy in RAIL)
-COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+COLORS = (
+    "tab:blue",
+    "tab:orange",
+    "tab:green",
+    "tab:red",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:gray",
+)
 ROLLOUT_SHARE = 0.40
 """Target 1: rail matches uniform-8's held-out success with at most this share of its rollouts."""
 MAE_CUT = 0.40
@@ -130,9 +148,13 @@ MAE_CUT = 0.40
 
 
 def rail_settings(arm: Arm, s: Settings) -> RailSettings:
-    """The controller settings of an arm: ``rail-frozen`` stops refitting once live."""
+    """The controller settings of an arm: ``rail-frozen`` stops refitting once live;
+    ``rail-no-hindsight`` decides without what only a finished rollout tells (its reward and
+    steps left read 0)."""
     if arm.strategy == "rail-frozen":
         return msgspec.structs.replace(s.rail, freeze_after_promotion=True)
+    if arm.name == "rail-no-hindsight":
+        return msgspec.structs.replace(s.rail, hindsight=False)
     return s.rail
 
 
@@ -151,9 +173,10 @@ def arm_label(arm: Arm, s: Settings) -> str:
     r, b = rail_settings(arm, s), arm.branching
     regimes = "neutral" if arm.strategy == "rail-budget-only" else "cool/neutral/hot"
     frozen = ", frozen once live" if r.freeze_after_promotion else ""
+    blind = "" if r.hindsight else ", no hindsight features"
     return (
         f"{arm.name}: M={arm.group_size} N={b.initial} rounds<={b.max_rounds} "
-        f"budgets {r.budgets} regimes {regimes}{frozen}"
+        f"budgets {r.budgets} regimes {regimes}{frozen}{blind}"
     )
 
 

@@ -163,6 +163,9 @@ def arm_label(arm: Arm) -> str:
         return (
             f"{arm.name}: dapo-filter M={arm.group_size} cap={b.resample_cap or 'tasks_per_epoch'}"
         )
+    if arm.strategy == "variance":
+        n = b.initial or max(1, arm.group_size // 2)
+        return f"{arm.name}: variance allocator M={arm.group_size} N={n}, the rest by p(1-p)"
     return f"{arm.name}: uniform M={arm.group_size}"
 
 
