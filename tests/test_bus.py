@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -21,6 +22,7 @@ from aios_rl.bus import (
     RequestTimeout,
     Service,
     ServiceSettings,
+    connect,
     load_settings,
     provision,
 )
@@ -110,6 +112,36 @@ async def test_read_stream_reads_what_was_stored_when_it_began(bus: Bus, names: 
     with pytest.raises(BusError):
         async for _ in bus.read_stream("NO_SUCH_STREAM", taught(names)):
             pass
+
+
+async def test_a_publish_the_connection_cannot_take_is_a_bus_error(
+    nats_url: str, names: Names
+) -> None:
+    async with connect(nats_url, name="closed", names=names) as closed:
+        pass  # leaving the block closes it
+    with pytest.raises(BusError, match="cannot publish on"):
+        await closed.publish(names.policy_act(), act())
+
+
+async def test_a_stream_of_deltas_stops_queueing_once_a_publish_failed(
+    nats_url: str, names: Names
+) -> None:
+    from contracts import CompletionRequest
+    from services.sampler.handlers import _Deltas
+
+    async with connect(nats_url, name="closed", names=names) as closed:
+        pass  # leaving the block closes it
+    deltas = _Deltas(closed, CompletionRequest(request_id="r1", checkpoint_id="c", messages=[], stream=True))
+    deltas.on_text("Hello")
+    await asyncio.wait_for(_until(lambda: deltas.stopped), timeout=5)
+    deltas.on_text("Hello, world")  # the answer carries it: nothing more is queued
+    assert deltas.texts.empty()
+    await asyncio.wait_for(deltas.close(), timeout=5)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
 
 
 async def test_publish_durable_without_a_stream_is_a_bus_error(bus: Bus, names: Names) -> None:

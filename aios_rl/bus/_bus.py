@@ -70,9 +70,13 @@ class Bus:
     async def publish(
         self, subject: str, msg: Message, headers: dict[str, str] | None = None
     ) -> None:
-        """Fire-and-forget publish on core NATS."""
+        """Fire-and-forget publish on core NATS. Raises ``BusError`` when the connection cannot
+        take it (closed, draining, its buffer full)."""
         data, hdrs = encode(msg, headers)
-        await self.nc.publish(subject, data, headers=hdrs)
+        try:
+            await self.nc.publish(subject, data, headers=hdrs)
+        except nats.errors.Error as exc:
+            raise BusError(f"cannot publish on {subject!r}: {exc!r}") from exc
 
     async def publish_durable(
         self, subject: str, msg: Message, *, msg_id: str | None = None, timeout: float = 10.0

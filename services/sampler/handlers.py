@@ -343,11 +343,14 @@ class _Deltas:
         self.subject = bus.names.agent_stream(req.request_id)
         self.loop = asyncio.get_running_loop()
         self.texts: asyncio.Queue[str | None] = asyncio.Queue()
+        self.stopped = False
+        """Set once a publish failed: later texts are not queued (the answer carries them)."""
         self.task = asyncio.create_task(self._publish())
 
     def on_text(self, text: str) -> None:
-        """The text written so far (from any thread)."""
-        self.loop.call_soon_threadsafe(self.texts.put_nowait, text)
+        """The text written so far (from any thread); dropped once publishing has stopped."""
+        if not self.stopped:
+            self.loop.call_soon_threadsafe(self.texts.put_nowait, text)
 
     async def _publish(self) -> None:
         sent, index = "", 0
@@ -362,6 +365,7 @@ class _Deltas:
                 await self.bus.publish(self.subject, delta)
             except BusError as exc:  # the answer still carries the whole text
                 get_logger().warning("sampler.delta_lost", error=str(exc))
+                self.stopped = True
                 return
             sent, index = ready, index + 1
 
