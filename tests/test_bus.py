@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -131,17 +130,15 @@ async def test_a_stream_of_deltas_stops_queueing_once_a_publish_failed(
 
     async with connect(nats_url, name="closed", names=names) as closed:
         pass  # leaving the block closes it
-    deltas = _Deltas(closed, CompletionRequest(request_id="r1", checkpoint_id="c", messages=[], stream=True))
+    deltas = _Deltas(
+        closed, CompletionRequest(request_id="r1", checkpoint_id="c", messages=[], stream=True)
+    )
     deltas.on_text("Hello")
-    await asyncio.wait_for(_until(lambda: deltas.stopped), timeout=5)
+    await asyncio.wait_for(deltas.task, timeout=5)  # its publisher ended at the first failure
+    assert deltas.stopped
     deltas.on_text("Hello, world")  # the answer carries it: nothing more is queued
     assert deltas.texts.empty()
     await asyncio.wait_for(deltas.close(), timeout=5)
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    while not condition():
-        await asyncio.sleep(0.01)
 
 
 async def test_publish_durable_without_a_stream_is_a_bus_error(bus: Bus, names: Names) -> None:
