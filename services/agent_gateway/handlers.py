@@ -200,11 +200,6 @@ class Gateway:
             top_logprobs=req.top_logprobs if req.logprobs else 0,
         )
         recorded = replayed_answer(pinned, index, req.messages, req.tools) if pinned else None
-        if pinned is not None and pinned.replay and recorded is None:
-            # The agent left its parent's path: every call from here on is sampled.
-            await self.episodes.update(
-                episode_id, agent, lambda s: msgspec.structs.replace(s, replay=[])
-            )
         return Pending(req, request, agent, episode_id, recorded, int(self.clock()))
 
     async def serve(self, p: Pending, on_text: Callable[[str], None] | None = None) -> Answer:
@@ -269,7 +264,12 @@ class Gateway:
             episode_id,
             agent,
             lambda s: msgspec.structs.replace(
-                s, calls=s.calls + 1, replayed=s.replayed + int(replayed)
+                s,
+                calls=s.calls + 1,
+                replayed=s.replayed + int(replayed),
+                # A sampled call of a continuation: it left its parent's path (or came to its
+                # end), so every call from here on is sampled, whatever it asks.
+                replay=s.replay if replayed else [],
             ),
         )
         index = taken.calls - 1
