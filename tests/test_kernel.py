@@ -288,6 +288,42 @@ async def test_the_variance_allocator_spends_uniforms_budget_in_one_more_round()
     assert all(e.branch is None for e in got.rollouts)  # fresh rollouts, no continuation
 
 
+@ASYNC
+async def test_an_episode_blocked_before_the_policy_answered_is_judged_with_its_task() -> None:
+    """A task that cannot be set up after its first episode (as Chromium failing to load a page
+    under load): its blocked episodes carry the checkpoint that would have answered, so the
+    epoch's verdict counts them with the task's other episodes instead of failing."""
+
+    class Forgetful(dict):  # type: ignore[type-arg]
+        """The task store, failing the second read of a task (one episode of the group)."""
+
+        reads = 0
+
+        def __getitem__(self, key: str) -> object:
+            self.reads += 1
+            if self.reads == 2:
+                raise KeyError(key)
+            return super().__getitem__(key)
+
+    policy = LocalPolicy(new_student("tiny", seed=4))
+    task = ORCHESTRATOR[0]
+    local = Rollouts({"orchestrator": host("orchestrator")}, {task.task_id: task}, policy)
+    local.tasks = Forgetful(local.tasks)
+    spec = CampaignSpec(
+        campaign_id="b",
+        environments={"orchestrator": 1.0},
+        tasks_per_epoch=1,
+        group_size=3,
+        reference_runs=1,
+        seed=1,
+    )
+    got = await collect_epoch(spec, 0, {"orchestrator": [task.task_id]}, local.run)
+    (blocked,) = [e for e in got.episodes if e.outcome == "blocked"]
+    assert blocked.info["error"].startswith("task:") and len(got.episodes) == 4
+    assert {e.checkpoint_id for e in got.episodes} == {policy.active}
+    assert got.verdict().verdict in ("better", "same", "worse")  # the others are compared
+
+
 def made(task: str, role: str, k: int, reward: float) -> Episode:
     return Episode(
         episode_id=f"{task}-{role}-{k}",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -148,11 +149,12 @@ class Rollouts:
             for host in hosts.values():
                 await host.aclose()
 
-    async def task(self, task_id: str) -> Any:
+    async def task(self, task_id: str, environment: str = "kernel") -> Any:
+        """The task of ``task_id``. Raises ``UnknownTaskError`` when the kernel was not given it."""
         try:
             return self.tasks[task_id]
         except KeyError:
-            raise UnknownTaskError(f"task {task_id} is not among the kernel's tasks") from None
+            raise UnknownTaskError(environment, task_id) from None
 
     async def run_one(self, job: RolloutJob) -> Episode:
         """One job's episode (``run_episode``: blocked when it cannot run)."""
@@ -164,7 +166,7 @@ class Rollouts:
                 ep = await run_episode(
                     host,
                     job,
-                    self.task,
+                    functools.partial(self.task, environment=job.environment),
                     self.policy.act,
                     max_steps=self.settings[job.environment].max_steps,
                 )
@@ -174,6 +176,10 @@ class Rollouts:
             if not crashed or attempt == self.attempts:
                 break
             self.retries.append(f"{job.episode_id}: {ep.info['error'][:120]}")
+        if ep.outcome == "blocked" and ep.checkpoint_id in ("", "active"):
+            # Blocked before the policy answered: named by the checkpoint that would have, as
+            # its other episodes are (one task's episodes are compared under one checkpoint).
+            ep = msgspec.structs.replace(ep, checkpoint_id=self.policy.active)
         self.episodes += 1
         return ep
 
