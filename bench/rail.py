@@ -504,6 +504,47 @@ def targets(res: dict) -> list[tuple[str, bool, str]]:
     return out
 
 
+def summary(res: dict) -> dict:
+    """The issue's named numbers (``rail.json``'s ``summary``): per arm, held-out success with
+    its Wilson interval, rollouts and environment steps per seed; ``traces_per_controller``
+    (per RAIL arm, mean over seeds); ``rail_minus_uniform8_ci``, ``rail_minus_variance_ci``,
+    ``variance_minus_uniform8_ci`` and ``regime_minus_budget_only_ci`` (paired difference and
+    bootstrap 95 % interval, ``[value, low, high]``); ``rollout_share`` (rail's rollouts over
+    uniform-8's); ``online_over_frozen_mae`` (``None`` when the rail arm was never live)."""
+
+    def ci(ours: str, baseline: str) -> list[float]:
+        d = paired_difference(pooled(res, baseline)["after"], pooled(res, ours)["after"])
+        return [d.value, d.low, d.high]
+
+    arms = {}
+    for arm in ARMS:
+        p = pooled(res, arm.name)
+        w = wilson(int(sum(p["after"])), len(p["after"]))
+        arms[arm.name] = {
+            "heldout_success": w.value,
+            "wilson": [w.value, w.low, w.high],
+            "rollouts": p["rollouts"],
+            "steps_sampled": p["steps_sampled"],
+            "steps_replayed": p["steps_replayed"],
+        }
+    live = all_live(res, "rail")
+    return {
+        "arms": arms,
+        "traces_per_controller": {
+            name: statistics.fmean(r["arms"][name]["rail"]["traces"] for r in res.values())
+            for name in RAIL_ARMS
+        },
+        "rail_minus_uniform8_ci": ci("rail", BASELINE),
+        "rail_minus_variance_ci": ci("rail", "variance"),
+        "variance_minus_uniform8_ci": ci("variance", BASELINE),
+        "regime_minus_budget_only_ci": ci("rail", "rail-budget-only"),
+        "rollout_share": pooled(res, "rail")["rollouts"] / pooled(res, BASELINE)["rollouts"],
+        "online_over_frozen_mae": (
+            live["mae_online"] / live["mae_frozen"] if live["live"] and live["mae_frozen"] else None
+        ),
+    }
+
+
 def arm_notes(res: dict) -> list[str]:
     """Per arm: held-out success with intervals, cost, the paired difference with the baseline;
     per RAIL arm and seed: what the controller became and did."""
@@ -650,6 +691,7 @@ def main(argv: list[str] | None = None) -> int:
     json_path = out.with_suffix(".json")
     payload = json.loads(json_path.read_text())
     payload["targets"] = [{"target": w, "met": m, "detail": d} for w, m, d in checks]
+    payload["summary"] = summary(res)
     payload["runs"] = res
     json_path.write_text(json.dumps(payload, indent=2) + "\n")
     return 0

@@ -109,11 +109,23 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
     uniform_8 = rows["rail: rollouts consumed per seed"]["baseline"]
     assert uniform_8 > 0
     assert rows["uniform-4: rollouts consumed per seed"]["ours"] * 2 == uniform_8
-    rail_arms = ("rail", "rail-budget-only", "rail-frozen")
+    rail_arms = ("rail", "rail-budget-only", "rail-frozen", "rail-no-hindsight")
     for arm in rail_arms:
         assert 0 < rows[f"{arm}: rollouts consumed per seed"]["ours"] <= uniform_8
         assert f"{arm}: held-out success after training, pooled" in rows
+    # The variance allocator spends exactly uniform-8's rollouts, in other places.
+    assert rows["variance: rollouts consumed per seed"]["ours"] == uniform_8
     assert len(res["targets"]) == 3 and all(isinstance(t["met"], bool) for t in res["targets"])
+    summary = res["summary"]
+    assert set(summary["traces_per_controller"]) == set(rail_arms)
+    assert all(n > 0 for n in summary["traces_per_controller"].values())
+    for key in ("rail_minus_uniform8_ci", "regime_minus_budget_only_ci", "rail_minus_variance_ci"):
+        value, low, high = summary[key]
+        assert low <= value <= high
+    assert summary["rollout_share"] == pytest.approx(
+        rows["rail: rollouts consumed per seed"]["ours"] / uniform_8
+    )
+    assert summary["arms"]["variance"]["steps_sampled"] > 0
     for run in res["runs"].values():
         for arm in rail_arms:
             rail = run["arms"][arm]["rail"]
