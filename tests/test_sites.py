@@ -102,6 +102,16 @@ def test_easy_tasks_are_the_first_stage_of_auth_and_scroll() -> None:
     assert all(t.solution.count("scroll down") >= 1 for t in full_scroll)
     with pytest.raises(ValueError, match="no easy stage"):
         make_task("form", "signup", 1, easy=True)
+    # The browser environment's `easy` split: the same first stages, named by their split.
+    from aios_rl.envs.browser.generate import generate as browser_tasks
+    from aios_rl.envs.registry import benchmark
+
+    stored = browser_tasks(6, 5, "easy")
+    assert {t.split for t in stored} == {"easy"} and {t.kind for t in stored} == {"site"}
+    assert [t.solution for t in stored] == [t.solution for t in easy[:6]]
+    for t in stored:
+        check_task(t)  # its id is its content's, split included
+    assert "easy" in benchmark("browser").train_splits
 
 
 def test_task_ids_are_content_addresses() -> None:

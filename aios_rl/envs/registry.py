@@ -112,6 +112,9 @@ _BENCHMARKS = {
         train_tasks=40,
         heldout=24,
         eval_limit=24,
+        generate_splits=("train", "heldout", "easy"),
+        train_splits=("train", "easy"),
+        eval_splits=("heldout", "train", "easy"),
     ),
 }
 """The built-in environments whose tasks are generated (in ``contracts.ENVIRONMENTS``' order)."""

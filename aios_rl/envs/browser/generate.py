@@ -1,6 +1,9 @@
 """Browser tasks for a split: site flows (:func:`.flows.generate`) and MiniWoB++ tasks, in equal
 shares. MiniWoB tasks are the same 16 tasks in both splits with disjoint seeds (train seeds below
-``HELDOUT_SEED``, held-out seeds from it); site tasks hold out one template per flow."""
+``HELDOUT_SEED``, held-out seeds from it); site tasks hold out one template per flow. The ``easy``
+split is a curriculum's: the first stages of the site flows that have one, from the train
+split's templates (``aios-rl browser benchmark-generate --split easy``, then ``train --split
+easy``)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from . import flows
 from .miniwob import MINIWOB_TASKS
 from .store import browser_task_id
 
-__all__ = ["HELDOUT_SEED", "generate", "miniwob_tasks"]
+__all__ = ["EASY_SPLIT", "HELDOUT_SEED", "generate", "miniwob_tasks"]
 
 HELDOUT_SEED = 1_000_000
 """MiniWoB seeds from here on belong to the held-out split."""
@@ -38,8 +41,23 @@ def miniwob_tasks(count: int, seed: int, split: str) -> list[BrowserTask]:
     return out
 
 
+EASY_SPLIT = "easy"
+"""The curriculum's split: the first stages of the site flows that have one
+(:data:`.flows.EASY_FLOWS`), made from the ``train`` split's templates."""
+
+
 def generate(count: int, seed: int, split: str) -> list[BrowserTask]:
     """``count`` tasks of ``split``: half site flows, half MiniWoB++ (site tasks first when the
-    count is odd), deterministic for (count, seed, split)."""
+    count is odd), deterministic for (count, seed, split); ``easy`` (:data:`EASY_SPLIT`): site
+    flows' first stages only."""
+    if split == EASY_SPLIT:
+        return [
+            _named(msgspec.structs.replace(t, split=EASY_SPLIT))
+            for t in flows.generate(count, seed, "train", easy=True)
+        ]
     sites = flows.generate((count + 1) // 2, seed, split)
     return [*sites, *miniwob_tasks(count // 2, seed, split)]
+
+
+def _named(task: BrowserTask) -> BrowserTask:
+    return msgspec.structs.replace(task, task_id=browser_task_id(task))
