@@ -213,13 +213,15 @@ async def train_run(
     name: str,
     mid_epoch: int,
     rail: LocalRail | None = None,
+    teacher: bool = True,
 ) -> dict:
     """One training run of ``spec.epochs`` epochs from ``weights`` (a strategy benchmark's arm):
     each epoch collected by the kernel as the campaign collects it (``collect_epoch``: round 0,
     then the strategy's rounds -- ``rail``'s for the RAIL strategies -- until it plans none),
-    every kept rollout taught by the oracle, one trainer update (``train_epoch``; none when
-    every group of a ``dapo-filter`` epoch tied); held-out success after ``mid_epoch`` epochs
-    and at the end, the rollout accounting and the groups' contrasts."""
+    every kept rollout taught by the oracle (``teacher`` off: by none), one trainer update
+    (``train_epoch``; none when every group of a ``dapo-filter`` epoch tied); held-out success
+    after ``mid_epoch`` epochs and at the end, the rollout accounting and the groups'
+    contrasts."""
     torch.manual_seed(spec.seed)
     model = load_student(weights)
     available = {
@@ -246,7 +248,10 @@ async def train_run(
                 account = account_add(account, ep)
             if got.kept:  # dapo-filter: no update when every group tied
                 train_epoch(
-                    model, got.kept, spec.trainer, teach=lambda ep: taught(ep, tasks[ep.task_id])
+                    model,
+                    got.kept,
+                    spec.trainer,
+                    teach=(lambda ep: taught(ep, tasks[ep.task_id])) if teacher else None,
                 )
                 updates += 1
             wall += time.perf_counter() - started

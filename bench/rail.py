@@ -625,7 +625,12 @@ def settings_of(s: Settings) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _, s, out = _common.bench_args("rail", __doc__, "~50 s", full=FULL, quick=QUICK, argv=argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args, s, out = _common.bench_args(
+        "rail", __doc__, "~50 s", full=FULL, quick=QUICK, argv=argv,
+        parents=[strategies.signal_args()],
+    )  # fmt: skip
+    s, out = strategies.with_signal(args, s, out, argv)
     console = Console()
     res, machine, elapsed = _common.run(
         lambda log: measure(s, log), ["torch", "matplotlib"], console
@@ -652,8 +657,8 @@ def main(argv: list[str] | None = None) -> int:
         "sample; read it with the Wilson and paired bootstrap intervals. Nothing here is claimed "
         "beyond these numbers.",
         "Training: strategies.py's loop (one update per epoch with the trainer service's "
-        "configuration, oracle teacher hints, episodes through the runner's step loop in the "
-        "sandbox at temperature 1); the RAIL arms' rounds as the campaign service's collect / "
+        f"configuration, learning from {strategies.signal_of(s)}, episodes through the runner's "
+        "step loop in the sandbox at temperature 1); the RAIL arms' rounds as the campaign service's collect / "
         "_plan_rail / _publish_traces run them, with aios_rl.rail.plan and one Controller per "
         "(arm, seed) kept across epochs. Evaluation: one near-greedy (T=0.1) episode per "
         "held-out task, seeded; the same seeds for every arm.",
@@ -662,10 +667,9 @@ def main(argv: list[str] | None = None) -> int:
         "have), 2 + 1 + 2 + 2 = 7 rollouts a task (87.5 % of uniform-8's); only a live "
         "controller that declines branches (its utility gate) spends less. rail and rail-frozen "
         "are the same controller until a promotion, so their runs coincide while neither is live.",
-        "Every RAIL arm's continuations have the same episode ids and so the same sampling seeds, "
-        "whatever regime is chosen: a cooler or hotter regime changes a continuation's action "
-        "only where it moves the seeded draw across a candidate's share of the distribution, so "
-        "rail and rail-budget-only differ less than independent draws would.",
+        "A continuation's sampling seed depends on its regime as well as its id "
+        "(aios_rl.rollouts.epoch.sampling_seed): two regimes tried at one branch point draw "
+        "independently.",
         "MAE and sign agreement: on the traces of decisions taken while live, the online "
         "scorer's prediction at decision time and the prediction of the copy frozen at the last "
         "promotion, against the realized gain I(Y_b) - I(Y_0). rail-frozen stops refitting once "

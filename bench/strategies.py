@@ -43,10 +43,11 @@ Run from the repo root:
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(
@@ -94,6 +95,49 @@ class Settings:
     """Adam step size of every update."""
     workers: int = 2
     """Episodes run at once (sandboxed commands in parallel; the student's calls serialised)."""
+    reward_only: bool = False
+    """Learn from the environment's reward alone (``--reward-only``): no teacher, nothing
+    distilled, shell's measured recipe (:data:`REWARD_RECIPE`); off, the oracle's hints are
+    distilled at 0.5 (how these benchmarks were first measured)."""
+
+
+REWARD_RECIPE = {"distill_coef": 0.0, "self_imitation": True, "progress_coef": 1.0}
+"""Learning from reward alone on shell (``bench/results/learning_rl.md``): GRPO, plus imitation
+of the update's own successes, plus each step credited with the progress the tests measured."""
+
+
+def signal_args() -> argparse.ArgumentParser:
+    """``--reward-only``, for the strategy benchmarks' command lines."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--reward-only",
+        action="store_true",
+        help="learn from the environment's reward alone (no teacher, nothing distilled); the "
+        "default results path gains -reward-only",
+    )
+    return parser
+
+
+def with_signal(
+    args: argparse.Namespace, s: Settings, out: Path, argv: Sequence[str]
+) -> tuple[Settings, Path]:
+    """The settings and results path of ``--reward-only`` (``--out`` given: that path)."""
+    if not args.reward_only:
+        return s, out
+    given = any(a == "--out" or a.startswith("--out=") for a in argv)
+    return replace(s, reward_only=True), out if given else out.with_name(
+        f"{out.stem}-reward-only{out.suffix}"
+    )
+
+
+def signal_of(s: Settings) -> str:
+    """What the students of a run learn from, in words (every results file says it)."""
+    if s.reward_only:
+        return (
+            "environment reward only (no teacher, nothing distilled): GRPO + self-imitation of "
+            "its own successes + step-level progress credit"
+        )
+    return "the oracle's hints distilled at 0.5 (it knows every answer) on GRPO"
 
 
 FULL = Settings(
@@ -143,7 +187,11 @@ def arm_spec(arm: Arm, seed: int, s: Settings) -> CampaignSpec:
         epochs=s.epochs,
         rollout_strategy=arm.strategy,
         branching=arm.branching,
-        trainer=TrainerSettings(learning_rate=s.learning_rate, seed=seed, **ORACLE_DISTILL),
+        trainer=TrainerSettings(
+            learning_rate=s.learning_rate,
+            seed=seed,
+            **(REWARD_RECIPE if s.reward_only else ORACLE_DISTILL),
+        ),
         seed=seed,
         reference_runs=0,
     )
@@ -210,6 +258,7 @@ async def measure(
                 name=arm.name,
                 mid_epoch=max(1, s.epochs // 2),
                 rail=rail,
+                teacher=not s.reward_only,
             )
             if rail is not None and rail_report is not None:
                 runs[arm.name]["rail"] = rail_report(rail, tasks)
@@ -412,9 +461,11 @@ def arm_notes(res: dict, s: Settings) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _, s, out = _common.bench_args(
-        "strategies", __doc__, "~30 s", full=FULL, quick=QUICK, argv=argv
+    argv = sys.argv[1:] if argv is None else argv
+    args, s, out = _common.bench_args(
+        "strategies", __doc__, "~30 s", full=FULL, quick=QUICK, argv=argv, parents=[signal_args()]
     )
+    s, out = with_signal(args, s, out, argv)
     console = Console()
     res, machine, elapsed = _common.run(
         lambda log: measure(s, log), ["torch", "matplotlib"], console
@@ -436,9 +487,9 @@ def main(argv: list[str] | None = None) -> int:
         "claimed beyond these numbers.",
         "Training: the in-process kernel (aios_rl.local; no NATS, no comparison gate, no teacher "
         "reward shaping): the campaign's rounds (plan_jobs, plan_next) as the campaign service "
-        "runs them, episodes through the runner's episode function in the sandbox at temperature 1, oracle "
-        "teacher hints distilled (a continuation's replayed prefix is judged too, as in the "
-        "stack), one update per epoch with the trainer service's configuration; dapo-filter's "
+        "runs them, episodes through the runner's episode function in the sandbox at temperature 1, "
+        f"learning from {signal_of(s)} (a hint on a continuation's replayed step is not "
+        "distilled again), one update per epoch with the trainer service's configuration; dapo-filter's "
         "tied groups are left out of the update. Evaluation: one near-greedy (T=0.1) episode per "
         "held-out task, seeded; the same seeds for every arm.",
         "Wall time was measured on a shared 2-core machine (another developer was running tests; "

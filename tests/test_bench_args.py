@@ -230,3 +230,21 @@ def test_learning_rl_combine_says_which_teacher_rows_got_no_hint() -> None:
     md, _ = combine({"x.json": payload})
     assert "gave no hint in any update of `rl+oracle-distill` on browser-miniwob " in md
     assert "on shell" not in md  # its teacher hinted: a teacher's signal was there
+
+
+def test_reward_only_strategy_runs_learn_from_reward_and_keep_their_own_results() -> None:
+    import argparse
+
+    from bench.strategies import ARMS, QUICK, arm_spec, with_signal
+
+    s, out = with_signal(
+        argparse.Namespace(reward_only=True), QUICK, Path("bench/results/rail.md"), []
+    )
+    assert s.reward_only and out == Path("bench/results/rail-reward-only.md")
+    given, there = with_signal(
+        argparse.Namespace(reward_only=True), QUICK, Path("x.md"), ["--out=x.md"]
+    )
+    assert there == Path("x.md") and given.reward_only
+    trainer = arm_spec(ARMS[0], 0, s).trainer
+    assert (trainer.distill_coef, trainer.self_imitation, trainer.progress_coef) == (0, True, 1)
+    assert arm_spec(ARMS[0], 0, QUICK).trainer.distill_coef == 0.5  # the oracle's, by default
