@@ -327,9 +327,12 @@ def variance_shares(rewards: Sequence[Sequence[float]], pool: int, cap: int) -> 
 
 
 def _variance_round(
-    spec: CampaignSpec, groups: Sequence[Group], rnd: int, orders: Sequence[BranchOrder],
+    spec: CampaignSpec,
+    groups: Sequence[Group],
+    rnd: int,
+    orders: Sequence[BranchOrder],
     base_tasks: int,
-) -> list[BranchOrder]:  # fmt: skip
+) -> list[BranchOrder]:
     if rnd != 1:
         return []
     mine = sorted((g for g in groups if g.task_index < base_tasks), key=lambda g: g.task_index)
