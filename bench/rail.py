@@ -61,6 +61,7 @@ Run from the repo root:
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import sys
@@ -249,6 +250,7 @@ def rail_report(rail: LocalRail, families: Mapping[str, str]) -> dict:
         "own": scored(rail.traces),
         "fitted_traces": n,
         "fitted_agreement": k / n if n else None,
+        "predicted_realized": [[t.predicted_gain, t.realized_gain] for t in fitted],
         "mean_gain": statistics.fmean(t.realized_gain for t in rail.traces)
         if rail.traces
         else None,
@@ -430,6 +432,60 @@ def plot_mae(res: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def calibration(pairs: Sequence[Sequence[float]], bins: int = 5) -> list[dict]:
+    """Gain calibration: ``pairs`` of (predicted, realized) gain cut into ``bins`` groups of
+    about equal size by predicted gain; per bin its count, mean predicted and mean realized gain
+    (a calibrated scorer's two means are equal). Pure."""
+    ordered = sorted((float(p), float(r)) for p, r in pairs)
+    if not ordered:
+        return []
+    k = max(1, min(bins, len(ordered)))
+    edges = [round(i * len(ordered) / k) for i in range(k + 1)]
+    out = []
+    for a, b in itertools.pairwise(edges):
+        part = ordered[a:b]
+        if part:
+            out.append(
+                {
+                    "n": len(part),
+                    "predicted": statistics.fmean(p for p, _ in part),
+                    "realized": statistics.fmean(r for _, r in part),
+                }
+            )
+    return out
+
+
+def plot_calibration(res: dict, path: Path) -> None:
+    """Each RAIL arm's out-of-sample gain predictions (seeds pooled) against what its branches
+    realized, binned by prediction (:func:`calibration`), with the diagonal of a calibrated
+    scorer."""
+    fig = Figure(figsize=(6.5, 5.0))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    lows, highs = [0.0], [0.0]
+    for name, color in zip(RAIL_ARMS, COLORS, strict=False):
+        pairs = [
+            pr for r in res.values() for pr in r["arms"][name]["rail"].get("predicted_realized", [])
+        ]
+        bins = calibration(pairs)
+        if not bins:
+            continue
+        xs, ys = [b["predicted"] for b in bins], [b["realized"] for b in bins]
+        ax.plot(xs, ys, marker="o", color=color, label=f"{name} ({len(pairs)} traces)")
+        lows += [min(xs), min(ys)]
+        highs += [max(xs), max(ys)]
+    lo, hi = min(lows), max(highs)
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls=":", label="calibrated")
+    ax.set_xlabel("predicted gain (bin mean, out of sample)")
+    ax.set_ylabel("realized gain I(Y_b) - I(Y_0) (bin mean)")
+    ax.set_title("RAIL gain calibration: predicted vs realized")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
 def rail_rows(res: dict) -> list[_common.Row]:
     """RAIL arm against rail-budget-only (target 3), in the table beside the arms' rows."""
     ours, base = pooled(res, "rail"), pooled(res, "rail-budget-only")
@@ -510,7 +566,8 @@ def summary(res: dict) -> dict:
     (per RAIL arm, mean over seeds); ``rail_minus_uniform8_ci``, ``rail_minus_variance_ci``,
     ``variance_minus_uniform8_ci`` and ``regime_minus_budget_only_ci`` (paired difference and
     bootstrap 95 % interval, ``[value, low, high]``); ``rollout_share`` (rail's rollouts over
-    uniform-8's); ``online_over_frozen_mae`` (``None`` when the rail arm was never live)."""
+    uniform-8's); ``online_over_frozen_mae`` (``None`` when the rail arm was never live);
+    ``calibration`` per RAIL arm (:func:`calibration` of its out-of-sample predictions)."""
 
     def ci(ours: str, baseline: str) -> list[float]:
         d = paired_difference(pooled(res, baseline)["after"], pooled(res, ours)["after"])
@@ -539,6 +596,16 @@ def summary(res: dict) -> dict:
         "variance_minus_uniform8_ci": ci("variance", BASELINE),
         "regime_minus_budget_only_ci": ci("rail", "rail-budget-only"),
         "rollout_share": pooled(res, "rail")["rollouts"] / pooled(res, BASELINE)["rollouts"],
+        "calibration": {
+            name: calibration(
+                [
+                    pr
+                    for r in res.values()
+                    for pr in r["arms"][name]["rail"].get("predicted_realized", [])
+                ]
+            )
+            for name in RAIL_ARMS
+        },
         "online_over_frozen_mae": (
             live["mae_online"] / live["mae_frozen"] if live["live"] and live["mae_frozen"] else None
         ),
@@ -642,7 +709,9 @@ def main(argv: list[str] | None = None) -> int:
     png, mae_png = out.with_suffix(".png"), out.with_name(f"{out.stem}_mae.png")
     plot(res, png)
     plot_mae(res, mae_png)
-    console.print(f"wrote {png} and {mae_png}")
+    calibration_png = out.with_name(f"{out.stem}_calibration.png")
+    plot_calibration(res, calibration_png)
+    console.print(f"wrote {png}, {mae_png} and {calibration_png}")
     checks = targets(res)
     for what, met, why in checks:
         console.print(f"{what}: {'[green]MET' if met else '[red]NOT MET'}[/] ({why})")
@@ -678,7 +747,9 @@ def main(argv: list[str] | None = None) -> int:
         "see the load averages above): compare it between the arms of this run only.",
         f"Plots: {png.name}, held-out success (mean over seeds, each seed's points faint) against "
         f"cumulative rollouts consumed at 0, mid-training and the end; {mae_png.name}, the rail "
-        "arm's running MAE over its live traces, online (solid) vs frozen (dashed), per seed.",
+        "arm's running MAE over its live traces, online (solid) vs frozen (dashed), per seed; "
+        f"{calibration_png.name}, each RAIL arm's out-of-sample predicted gain against the "
+        "realized gain, in 5 bins of its predictions (the dotted diagonal: a calibrated scorer).",
     ]
     _common.report(
         console,

@@ -248,3 +248,14 @@ def test_reward_only_strategy_runs_learn_from_reward_and_keep_their_own_results(
     trainer = arm_spec(ARMS[0], 0, s).trainer
     assert (trainer.distill_coef, trainer.self_imitation, trainer.progress_coef) == (0, True, 1)
     assert arm_spec(ARMS[0], 0, QUICK).trainer.distill_coef == 0.5  # the oracle's, by default
+
+
+def test_gain_calibration_bins_by_prediction() -> None:
+    from bench.rail import calibration
+
+    pairs = [(0.4, 0.0), (0.1, 0.1), (0.3, 0.2), (0.2, 0.3), (-0.1, 0.0), (0.0, -0.2)]
+    bins = calibration(pairs, bins=3)  # by predicted: (-0.1, 0.0), (0.1, 0.2), (0.3, 0.4)
+    assert [b["n"] for b in bins] == [2, 2, 2]
+    assert [round(b["predicted"], 3) for b in bins] == [-0.05, 0.15, 0.35]
+    assert [round(b["realized"], 3) for b in bins] == [-0.1, 0.2, 0.1]
+    assert calibration([]) == [] and len(calibration([(0.1, 0.2)], bins=5)) == 1

@@ -102,7 +102,11 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
     )
     assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
     assert done.returncode == 0, done.stdout[-2000:]
-    for png in (out.with_suffix(".png"), out.with_name("rail_mae.png")):
+    for png in (
+        out.with_suffix(".png"),
+        out.with_name("rail_mae.png"),
+        out.with_name("rail_calibration.png"),
+    ):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     res = json.loads(out.with_suffix(".json").read_text())
     rows = {r["name"]: r for r in res["rows"]}
@@ -126,6 +130,9 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
         rows["rail: rollouts consumed per seed"]["ours"] / uniform_8
     )
     assert summary["arms"]["variance"]["steps_sampled"] > 0
+    for name in rail_arms:  # every out-of-sample prediction is in one calibration bin
+        fitted = sum(run["arms"][name]["rail"]["fitted_traces"] for run in res["runs"].values())
+        assert sum(b["n"] for b in summary["calibration"][name]) == fitted
     for run in res["runs"].values():
         for arm in rail_arms:
             rail = run["arms"][arm]["rail"]
