@@ -61,12 +61,13 @@ Run from the repo root:
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 sys.path.insert(
@@ -120,6 +121,17 @@ QUICK = Settings(
     learning_rate=3e-3,
     rail=RailSettings(min_traces=4, refit_every=2),  # so a short run can promote
 )
+
+SCALE = Settings(
+    seeds=(0, 1, 2),
+    epochs=24,
+    tasks_per_epoch=16,
+    train_tasks=200,
+    heldout_tasks=50,
+    learning_rate=3e-3,
+)
+"""``--scale``: a run a learned controller can learn in, about 1,000 traces per controller and
+seed (the committed run gave about 125); hours on 2 cores."""
 
 RAIL_BRANCHING = BranchingSettings(initial=2, max_rounds=3)
 """RAIL's rounds: 2 base rollouts a task, so it may spend as little as 2 of the budget of 8."""
@@ -693,10 +705,23 @@ def settings_of(s: Settings) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    scale = argparse.ArgumentParser(add_help=False)
+    scale.add_argument(
+        "--scale",
+        action="store_true",
+        help="the at-scale settings (about 1,000 traces per controller; hours); the default "
+        "results path gains -scale",
+    )
     args, s, out = _common.bench_args(
         "rail", __doc__, "~50 s", full=FULL, quick=QUICK, argv=argv,
-        parents=[strategies.signal_args()],
+        parents=[strategies.signal_args(), scale],
     )  # fmt: skip
+    if args.scale:
+        if args.quick:
+            raise SystemExit("--scale and --quick are two runs: choose one")
+        s = SCALE if args.seeds is None else replace(SCALE, seeds=args.seeds)
+        if not any(a == "--out" or a.startswith("--out=") for a in argv):
+            out = out.with_name(f"{out.stem}-scale{out.suffix}")
     s, out = strategies.with_signal(args, s, out, argv)
     console = Console()
     res, machine, elapsed = _common.run(

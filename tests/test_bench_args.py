@@ -63,6 +63,9 @@ def test_a_bench_without_seeds_has_no_seeds_option(capsys: pytest.CaptureFixture
         ("learning", "--student"),
         ("chaos", "--cluster"),
         ("sampler", "--backend"),
+        ("rail", "--scale"),
+        ("rail", "--reward-only"),
+        ("strategies", "--reward-only"),
     ],
 )
 def test_a_benchs_own_options_are_in_its_help(
@@ -259,3 +262,11 @@ def test_gain_calibration_bins_by_prediction() -> None:
     assert [round(b["predicted"], 3) for b in bins] == [-0.05, 0.15, 0.35]
     assert [round(b["realized"], 3) for b in bins] == [-0.1, 0.2, 0.1]
     assert calibration([]) == [] and len(calibration([(0.1, 0.2)], bins=5)) == 1
+
+
+def test_rail_refuses_scale_with_quick_in_one_line() -> None:
+    from bench.rail import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--scale", "--quick"])
+    assert str(exc.value) == "--scale and --quick are two runs: choose one"
