@@ -200,7 +200,8 @@ EASY = {
     ),
     "rl+easy-flows": Variant(
         "environment reward only (no teacher), the rl recipe (GRPO + self-imitation + "
-        "step-level progress credit), trained on the flows' first stages (the curriculum above)",
+        "step-level progress credit), trained on the flows' first stages (sign-in from the page "
+        "asked for, lists whose target is in the first two chunks)",
         NO_TEACHER,
         progress=1.0,
         trainer=RECIPE,
