@@ -252,9 +252,22 @@ async def test_the_oracle_solves_every_flow_through_the_environment(sites: Sites
     assert {t.flow for t in tasks} == set(BROWSER_FLOWS)
     assert len(tasks) >= 10
     outcomes: dict[str, str] = {}
+    # The runner's own action timeout: the oracle never clicks under a banner, and a click that
+    # loads the next page may take longer than the fixture's 1 s on a loaded machine.
+    host = BrowserHost(BrowserRunnerSettings(nats_url="", screenshots=False))
+    host.attach(sites.bus)
+    try:
+        await _every_flow(host, tasks, outcomes)
+    finally:
+        await host.aclose()
+    solved = sum(o == "success" for o in outcomes.values())
+    assert solved >= 0.95 * len(tasks), {k: o for k, o in outcomes.items() if o != "success"}
+
+
+async def _every_flow(host: BrowserHost, tasks: list, outcomes: dict[str, str]) -> None:  # type: ignore[type-arg]
     for t in tasks:
         progress: list[float] = []
-        env, _ = await site_oracle(sites.host, t, progress=progress)
+        env, _ = await site_oracle(host, t, progress=progress)
         start = potential(t, Record())  # a fresh session's
         try:
             outcomes[f"{t.flow}/{t.template}/{t.task_id}"] = (
@@ -267,8 +280,6 @@ async def test_the_oracle_solves_every_flow_through_the_environment(sites: Sites
                 assert sum(progress) == pytest.approx(env.result().reward - start), progress
         finally:
             await env.close()
-    solved = sum(o == "success" for o in outcomes.values())
-    assert solved >= 0.95 * len(tasks), {k: o for k, o in outcomes.items() if o != "success"}
 
 
 async def test_progress_can_count_a_right_value_as_soon_as_it_is_typed(sites: Sites) -> None:
