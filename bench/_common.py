@@ -407,6 +407,12 @@ def bench_args(
     return args, settings, args.out or BENCH_DIR / "results" / f"{stem}.md"
 
 
+def variant_path(args: argparse.Namespace, out: Path, suffix: str) -> Path:
+    """The results path of a variant of a run (``--scale``, ``--reward-only``): ``out`` with
+    ``-<suffix>`` at the end of its stem, or ``out`` itself when ``--out`` named it."""
+    return out if args.out is not None else out.with_name(f"{out.stem}-{suffix}{out.suffix}")
+
+
 def _seed_list(text: str) -> tuple[int, ...]:
     """``0,1,2`` -> ``(0, 1, 2)``; argparse reports the ValueError as a one-line usage error."""
     try:

@@ -239,10 +239,13 @@ async def train_run(
     curve: list[float] = []
     rounds = updates = new_tasks = 0
     wall = 0.0
-    async with rollouts_for(LocalPolicy(model)) as rollouts:
+    policy = LocalPolicy(model)
+    async with rollouts_for(policy) as rollouts:
         for epoch in range(spec.epochs):
             started = time.perf_counter()
-            got = await collect_epoch(spec, epoch, available, rollouts.run, rail=rail)
+            got = await collect_epoch(
+                spec, epoch, available, rollouts.run, candidate=policy.active, rail=rail
+            )
             contrasts += got.contrasts()
             for ep in got.rollouts:
                 account = account_add(account, ep)

@@ -662,13 +662,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     if known.env and not known.sweep and not (known.levers and known.env == "shell"):
         name += f"-{known.env}"
-    _, settings, out = _common.bench_args(
+    args, settings, out = _common.bench_args(
         name, __doc__, "~2 min a variant", full=FULL, quick=QUICK, argv=rest, parents=[pre]
     )
     if known.seeds is not None:
         settings = {env: replace(x, seeds=known.seeds) for env, x in settings.items()}
-        if not any(a == "--out" or a.startswith("--out=") for a in rest):
-            out = out.with_name(f"{out.stem}-seeds-{'-'.join(map(str, known.seeds))}.md")
+        out = _common.variant_path(args, out, "seeds-" + "-".join(map(str, known.seeds)))
     plan = Plan(envs, variants, settings)
     console = Console()
     res, machine, elapsed = _common.run(

@@ -37,7 +37,8 @@ async def one(splits, s, seed, variant):
         return [f"orchestrator/{t.task_id}" for t in picks]
 
     sample = old_sample if variant in ("old-draw", "old-draw+seeds") else None
-    async with splits.rollouts_for(LocalPolicy(model)) as rollouts:
+    policy = LocalPolicy(model)
+    async with splits.rollouts_for(policy) as rollouts:
 
         async def run(jobs):
             if variant == "old-draw+seeds":
@@ -49,7 +50,9 @@ async def one(splits, s, seed, variant):
 
         for epoch in range(s.epochs):
             epoch_now["e"] = epoch
-            got = await collect_epoch(spec, epoch, available, run, sample=sample)
+            got = await collect_epoch(
+                spec, epoch, available, run, candidate=policy.active, sample=sample
+            )
             train_epoch(
                 model, got.kept, spec.trainer, teach=lambda ep: taught(ep, by_id[ep.task_id])
             )

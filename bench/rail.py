@@ -467,23 +467,34 @@ def calibration(pairs: Sequence[Sequence[float]], bins: int = 5) -> list[dict]:
     return out
 
 
-def plot_calibration(res: dict, path: Path) -> None:
-    """Each RAIL arm's out-of-sample gain predictions (seeds pooled) against what its branches
-    realized, binned by prediction (:func:`calibration`), with the diagonal of a calibrated
-    scorer."""
+def calibrations(res: dict) -> dict[str, list[dict]]:
+    """Per RAIL arm, :func:`calibration` of its out-of-sample (predicted, realized) gains,
+    seeds pooled."""
+    return {
+        name: calibration(
+            [
+                pr
+                for r in res.values()
+                for pr in r["arms"][name]["rail"].get("predicted_realized", [])
+            ]
+        )
+        for name in RAIL_ARMS
+    }
+
+
+def plot_calibration(bins_by_arm: Mapping[str, list[dict]], path: Path) -> None:
+    """Each RAIL arm's binned gain calibration (:func:`calibrations`): predicted against
+    realized, with the diagonal of a calibrated scorer."""
     fig = Figure(figsize=(6.5, 5.0))
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     lows, highs = [0.0], [0.0]
-    for name, color in zip(RAIL_ARMS, COLORS, strict=False):
-        pairs = [
-            pr for r in res.values() for pr in r["arms"][name]["rail"].get("predicted_realized", [])
-        ]
-        bins = calibration(pairs)
+    for (name, bins), color in zip(bins_by_arm.items(), COLORS, strict=False):
         if not bins:
             continue
         xs, ys = [b["predicted"] for b in bins], [b["realized"] for b in bins]
-        ax.plot(xs, ys, marker="o", color=color, label=f"{name} ({len(pairs)} traces)")
+        traces = sum(b["n"] for b in bins)
+        ax.plot(xs, ys, marker="o", color=color, label=f"{name} ({traces} traces)")
         lows += [min(xs), min(ys)]
         highs += [max(xs), max(ys)]
     lo, hi = min(lows), max(highs)
@@ -608,16 +619,7 @@ def summary(res: dict) -> dict:
         "variance_minus_uniform8_ci": ci("variance", BASELINE),
         "regime_minus_budget_only_ci": ci("rail", "rail-budget-only"),
         "rollout_share": pooled(res, "rail")["rollouts"] / pooled(res, BASELINE)["rollouts"],
-        "calibration": {
-            name: calibration(
-                [
-                    pr
-                    for r in res.values()
-                    for pr in r["arms"][name]["rail"].get("predicted_realized", [])
-                ]
-            )
-            for name in RAIL_ARMS
-        },
+        "calibration": calibrations(res),
         "online_over_frozen_mae": (
             live["mae_online"] / live["mae_frozen"] if live["live"] and live["mae_frozen"] else None
         ),
@@ -720,9 +722,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.quick:
             raise SystemExit("--scale and --quick are two runs: choose one")
         s = SCALE if args.seeds is None else replace(SCALE, seeds=args.seeds)
-        if not any(a == "--out" or a.startswith("--out=") for a in argv):
-            out = out.with_name(f"{out.stem}-scale{out.suffix}")
-    s, out = strategies.with_signal(args, s, out, argv)
+        out = _common.variant_path(args, out, "scale")
+    s, out = strategies.with_signal(args, s, out)
     console = Console()
     res, machine, elapsed = _common.run(
         lambda log: measure(s, log), ["torch", "matplotlib"], console
@@ -735,7 +736,8 @@ def main(argv: list[str] | None = None) -> int:
     plot(res, png)
     plot_mae(res, mae_png)
     calibration_png = out.with_name(f"{out.stem}_calibration.png")
-    plot_calibration(res, calibration_png)
+    named = summary(res)
+    plot_calibration(named["calibration"], calibration_png)
     console.print(f"wrote {png}, {mae_png} and {calibration_png}")
     checks = targets(res)
     for what, met, why in checks:
@@ -791,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
     json_path = out.with_suffix(".json")
     payload = json.loads(json_path.read_text())
     payload["targets"] = [{"target": w, "met": m, "detail": d} for w, m, d in checks]
-    payload["summary"] = summary(res)
+    payload["summary"] = named
     payload["runs"] = res
     json_path.write_text(json.dumps(payload, indent=2) + "\n")
     return 0

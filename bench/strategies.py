@@ -118,16 +118,11 @@ def signal_args() -> argparse.ArgumentParser:
     return parser
 
 
-def with_signal(
-    args: argparse.Namespace, s: Settings, out: Path, argv: Sequence[str]
-) -> tuple[Settings, Path]:
+def with_signal(args: argparse.Namespace, s: Settings, out: Path) -> tuple[Settings, Path]:
     """The settings and results path of ``--reward-only`` (``--out`` given: that path)."""
     if not args.reward_only:
         return s, out
-    given = any(a == "--out" or a.startswith("--out=") for a in argv)
-    return replace(s, reward_only=True), out if given else out.with_name(
-        f"{out.stem}-reward-only{out.suffix}"
-    )
+    return replace(s, reward_only=True), _common.variant_path(args, out, "reward-only")
 
 
 def signal_of(s: Settings) -> str:
@@ -465,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     args, s, out = _common.bench_args(
         "strategies", __doc__, "~30 s", full=FULL, quick=QUICK, argv=argv, parents=[signal_args()]
     )
-    s, out = with_signal(args, s, out, argv)
+    s, out = with_signal(args, s, out)
     console = Console()
     res, machine, elapsed = _common.run(
         lambda log: measure(s, log), ["torch", "matplotlib"], console

@@ -241,11 +241,11 @@ def test_reward_only_strategy_runs_learn_from_reward_and_keep_their_own_results(
     from bench.strategies import ARMS, QUICK, arm_spec, with_signal
 
     s, out = with_signal(
-        argparse.Namespace(reward_only=True), QUICK, Path("bench/results/rail.md"), []
+        argparse.Namespace(reward_only=True, out=None), QUICK, Path("bench/results/rail.md")
     )
     assert s.reward_only and out == Path("bench/results/rail-reward-only.md")
     given, there = with_signal(
-        argparse.Namespace(reward_only=True), QUICK, Path("x.md"), ["--out=x.md"]
+        argparse.Namespace(reward_only=True, out=Path("x.md")), QUICK, Path("x.md")
     )
     assert there == Path("x.md") and given.reward_only
     trainer = arm_spec(ARMS[0], 0, s).trainer

@@ -236,14 +236,14 @@ async def test_an_epoch_is_the_campaigns_plan_and_an_update_moves_the_student() 
         reference_runs=0,
         seed=2,
     )
-    got = await collect_epoch(spec, 0, available, run)
+    got = await collect_epoch(spec, 0, available, run, candidate=policy.active)
     state0 = CampaignState(
         spec=spec,
         epoch=0,
         tasks=sample_tasks(spec, 0, available),
         base_tasks=2,
-        candidate="active",
-        reference="active",
+        candidate=policy.active,
+        reference=policy.active,
     )
     # Round 0 is exactly the campaign's jobs; later rounds are continuations and fresh runs.
     assert ran[:4] == plan_jobs(spec, state0, deadline=0.0)
@@ -273,7 +273,7 @@ async def test_the_variance_allocator_spends_uniforms_budget_in_one_more_round()
         reference_runs=0,
         seed=3,
     )
-    got = await collect_epoch(spec, 0, available, local.run)
+    got = await collect_epoch(spec, 0, available, local.run, candidate=policy.active)
     assert got.state.round == 1 and len(got.rollouts) == 3 * 4  # uniform-4's rollouts
     base = {
         g: [e for e in got.rollouts if e.group_id == g] for g in {e.group_id for e in got.rollouts}
@@ -291,7 +291,8 @@ async def test_the_variance_allocator_spends_uniforms_budget_in_one_more_round()
 @ASYNC
 async def test_an_episode_blocked_before_the_policy_answered_is_judged_with_its_task() -> None:
     """A task that cannot be set up after its first episode (as Chromium failing to load a page
-    under load): its blocked episodes carry the checkpoint that would have answered, so the
+    under load): the epoch is planned under a concrete checkpoint id, as the campaign service
+    plans it, so its blocked episodes carry the checkpoint that would have answered and the
     epoch's verdict counts them with the task's other episodes instead of failing."""
 
     class Forgetful(dict):  # type: ignore[type-arg]
@@ -317,7 +318,9 @@ async def test_an_episode_blocked_before_the_policy_answered_is_judged_with_its_
         reference_runs=1,
         seed=1,
     )
-    got = await collect_epoch(spec, 0, {"orchestrator": [task.task_id]}, local.run)
+    got = await collect_epoch(
+        spec, 0, {"orchestrator": [task.task_id]}, local.run, candidate=policy.active
+    )
     (blocked,) = [e for e in got.episodes if e.outcome == "blocked"]
     assert blocked.info["error"].startswith("task:") and len(got.episodes) == 4
     assert {e.checkpoint_id for e in got.episodes} == {policy.active}

@@ -176,10 +176,6 @@ class Rollouts:
             if not crashed or attempt == self.attempts:
                 break
             self.retries.append(f"{job.episode_id}: {ep.info['error'][:120]}")
-        if ep.outcome == "blocked" and ep.checkpoint_id in ("", "active"):
-            # Blocked before the policy answered: named by the checkpoint that would have, as
-            # its other episodes are (one task's episodes are compared under one checkpoint).
-            ep = msgspec.structs.replace(ep, checkpoint_id=self.policy.active)
         self.episodes += 1
         return ep
 
@@ -390,7 +386,7 @@ async def collect_epoch(
     available: Mapping[str, Sequence[str]],
     run: Callable[[list[RolloutJob]], Awaitable[list[Episode]]],
     *,
-    candidate: str = "active",
+    candidate: str,
     reference: str | None = None,
     rail: LocalRail | None = None,
     sample: Callable[[CampaignSpec, int, Mapping[str, Sequence[str]]], list[str]] | None = None,
@@ -399,7 +395,9 @@ async def collect_epoch(
     runs the sampled tasks' base rollouts (and ``reference_runs`` under ``reference``), then the
     strategy plans round after round from what came back until it plans nothing. ``available``:
     the split's task ids per environment; ``run``: runs a round's jobs (e.g.
-    :meth:`Rollouts.run`). A RAIL strategy needs ``rail``. ``sample`` draws the epoch's tasks
+    :meth:`Rollouts.run`). ``candidate``: the checkpoint id the rollouts run, a concrete one (as
+    the campaign service's jobs carry), so an episode blocked before the policy answered is
+    named like its task's other episodes and the epoch's verdict compares them. A RAIL strategy needs ``rail``. ``sample`` draws the epoch's tasks
     (``None``: the campaign's ``sample_tasks``; a diagnostic may draw them otherwise). Raises
     ``ValueError`` for a RAIL strategy without one."""
     if spec.rollout_strategy in RAIL and rail is None:
@@ -520,7 +518,9 @@ async def train_epochs(
     for epoch in range(epochs):
         started = time.perf_counter()
         reference = gate.reference() if gate is not None else None
-        got = await collect_epoch(spec, epoch, available, run, reference=reference)
+        got = await collect_epoch(
+            spec, epoch, available, run, candidate=policy.active, reference=reference
+        )
         rollouts_s = time.perf_counter() - started
         kept = got.kept
         rate = sum(ep.outcome == "success" for ep in kept) / len(kept) if kept else 0.0
