@@ -85,6 +85,7 @@ from aios_rl.envs.orchestrator.adapter import OrchestratorHost
 from aios_rl.envs.shell.episode import ShellEnvConfig
 from aios_rl.local import runner_settings
 from aios_rl.stats import paired_difference, wilson
+from aios_rl.student import StudentBackend, new_student
 from bench import _common
 from bench._kernel import (
     RolloutsFor,
@@ -122,6 +123,9 @@ class Variant:
     browser: tuple[tuple[str, Any], ...] = ()
     """Browser only: ``BrowserRunnerSettings`` fields of this variant's runner (training and
     held-out alike)."""
+    student: tuple[tuple[str, Any], ...] = ()
+    """``TinyConfig`` fields of this variant's student (``new_student("tiny", **...)``); its
+    untrained score is measured with them too."""
     easy: bool = False
     """Site flows only: train on the first stage of the flows that have one (``flows.generate``
     with ``easy``: sign-in from the page asked for, lists whose target is in the first two
@@ -188,6 +192,16 @@ SITE_LEVERS = {
         progress=1.0,
         trainer=RECIPE,
         browser=(("progress_typed", True),),
+    ),
+    "rl+named-values": Variant(
+        "rl+typed-progress, its student also reading whether the task names a field right "
+        'before the value typed into it (named_values: `city "Belfast"` binds Belfast to the '
+        "City textbox, not to the Postcode one after it)",
+        NO_TEACHER,
+        progress=1.0,
+        trainer=RECIPE,
+        browser=(("progress_typed", True),),
+        student=(("named_values", True),),
     ),
 }
 """``--levers`` (browser-sites): the levers tried against reward alone, at the same budget."""
@@ -382,10 +396,19 @@ async def measure(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str,
                             },
                             teacher=v.teacher,
                             gate=True,
+                            student=student_of(v),
                         )
                         if env == "browser-sites":  # held-out success flow by flow
                             out[env][name][str(seed)]["heldout_flows"] = [t.flow for t in heldout]
     return out
+
+
+def student_of(v: Variant) -> Callable[[int], StudentBackend] | None:
+    """How ``v``'s student is made from a seed (``None``: the default tiny student)."""
+    if not v.student:
+        return None
+    settings = dict(v.student)
+    return lambda seed: new_student("tiny", seed=seed, **settings)
 
 
 def pooled(runs: dict[str, dict], key: str) -> list[float]:

@@ -22,7 +22,13 @@ from aios_rl.student.losses import (
     group_advantages,
     kl_penalty,
 )
-from aios_rl.student.tiny import TinyConfig, TinyStudent, pair_features, sample_index
+from aios_rl.student.tiny import (
+    TinyConfig,
+    TinyStudent,
+    named_value,
+    pair_features,
+    sample_index,
+)
 from aios_rl.student.train import (
     OptimizerMemory,
     UpdateConfig,
@@ -185,6 +191,40 @@ def test_pair_features_say_how_much_of_a_candidate_the_task_names() -> None:
     pw = pair_features(task, 'fill [2] "alice"  # textbox "Password"')[4]
     assert user == 1.0 and pw == 0.5  # one word ("and") between "alice" and "password"
     assert pair_features(task, 'fill [2] "secret"  # textbox "Password"')[4] == 1.0
+
+
+def test_named_value_reads_the_name_the_task_puts_before_a_quoted_value() -> None:
+    task = (
+        'Task: Apply as "Leslie Dijkstra" (email address "leslie.dijkstra@post.example.io", '
+        'city "Belfast", postcode "YT5 5ND").'
+    )
+    assert named_value(task, 'fill [2] "leslie.dijkstra@post.example.io"  # textbox "Email"') == 1
+    # The name after the value is the next field's, and a value inside another is not it:
+    # the symmetric nearness of pair_features scores both as bound.
+    assert named_value(task, 'fill [6] "Belfast"  # textbox "Postcode"') == 0.0
+    assert pair_features(task, 'fill [6] "Belfast"  # textbox "Postcode"')[4] == 1.0
+    assert named_value(task, 'fill [2] "Leslie Dijkstra"  # textbox "Email address"') == 0.0
+    assert named_value(task, 'fill [5] "Belfast"  # textbox "City"') == 1.0
+    assert named_value(task, 'fill [5] "YT5 5ND"  # textbox "Post code"') == 0.0  # not a word
+    assert named_value(task, 'fill [1] "Leslie Dijkstra"  # textbox "Applicant name"') == 0.0
+    assert named_value(task, 'fill [1] "Leslie"  # textbox "Name"') == 0.0  # not quoted whole
+    assert named_value(task, 'click [4]  # checkbox "Belfast"') == 0.0  # no value typed
+    sign_in = 'Task: sign in as "dennis50" with password "falcon-82".'
+    assert named_value(sign_in, 'fill [4] "falcon-82"  # textbox "Password"') == 1.0
+    assert named_value(sign_in, 'fill [4] "dennis50"  # textbox "Password"') == 0.0
+
+
+def test_named_values_add_a_silent_feature_and_checkpoints_keep_it() -> None:
+    d = [
+        Decision('Task: city "Oslo"\nURL: x', ('fill [1] "Oslo"  # textbox "City"', "press Enter"))
+    ]
+    plain, named = TinyStudent(TinyConfig(seed=3)), new_student("tiny", seed=3, named_values=True)
+    assert torch.equal(plain.forward(d)[0], named.forward(d)[0])  # untrained: the same policy
+    again = load_student(named.to_bytes())
+    assert isinstance(again, TinyStudent) and again.config.named_values
+    assert load_student(plain.to_bytes()).config.named_values is False
+    with pytest.raises(StudentError, match="bad tiny student setting"):
+        new_student("tiny", named_vlaues=True)
 
 
 def test_pair_features_start_silent_and_old_checkpoints_load_without_them() -> None:

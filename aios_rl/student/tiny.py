@@ -55,6 +55,11 @@ class TinyConfig:
     pair_features: bool = True
     """Score each candidate on its relational features against the task too
     (:func:`pair_features`). Checkpoints from before this setting load with it off."""
+    named_values: bool = False
+    """A sixth relational feature (:func:`named_value`): whether the task names the candidate's
+    field right before the value it types (``city "Belfast"`` for ``fill [5] "Belfast"  #
+    textbox "City"``). Off by default: measured on site flows first (``bench/learning_rl.py
+    --levers``); checkpoints from before it load with it off."""
     pair_gain: float = 5.0
     """What the relational head's score is multiplied by: its five inputs drive one score
     among the n-gram scorer's 2 M weights, and an optimiser step moves every weight by about
@@ -70,7 +75,7 @@ _WORDS = re.compile(r"[a-z0-9_]{2,}")
 _ELEMENT_ID = re.compile(r"\[\d+\]")
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 PAIR_FEATURES = 5
-"""Length of :func:`pair_features`."""
+"""Length of :func:`pair_features` (:func:`named_value` adds one with ``named_values``)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -100,6 +105,31 @@ def pair_features(task: str, candidate: str) -> tuple[float, ...]:
         float(bool(found) and all(found)),
         _nearness(task, quoted[0], quoted[-1]) if len(quoted) >= 2 else 0.0,
     )
+
+
+@functools.lru_cache(maxsize=65536)
+def named_value(task: str, candidate: str) -> float:
+    """For a candidate with a value and a name (first and last quoted, as in
+    ``fill [2] "alice"  # textbox "Username"``): the share of the name's words among the words the
+    task puts before that value, quoted, since the quote before it (``the username "alice"``:
+    1.0), the best over the value's quoted occurrences; 0 for other candidates, a value the task
+    does not quote, or a name without words. Case-insensitive. Unlike the nearness of
+    :func:`pair_features` it reads the task's order (a name belongs to the value after it) and
+    whole quoted values (``"Leslie Dijkstra"`` is not inside ``"leslie.dijkstra@..."``)."""
+    quoted = [q for q in _QUOTED.findall(candidate) if q.strip()]
+    if len(quoted) < 2:
+        return 0.0
+    value, name = quoted[0].strip().lower(), set(_WORDS.findall(quoted[-1].lower()))
+    if not name:
+        return 0.0
+    task = task.lower()
+    best, since = 0.0, 0
+    for m in _QUOTED.finditer(task):
+        if m.group(1).strip() == value:
+            label = set(_WORDS.findall(task[since : m.start()]))
+            best = max(best, len(name & label) / len(name))
+        since = m.end()
+    return best
 
 
 def _nearness(task: str, value: str, name: str) -> float:
@@ -165,9 +195,8 @@ class TinyStudent(nn.Module):
             # Made last, so the layers above draw the same initial weights with or without it.
             self.pair_scorer: nn.Module | None = None
             if config.pair_features:
-                self.pair_scorer = nn.Sequential(
-                    nn.Linear(PAIR_FEATURES, 16), nn.Tanh(), nn.Linear(16, 1)
-                )
+                width = PAIR_FEATURES + int(config.named_values)
+                self.pair_scorer = nn.Sequential(nn.Linear(width, 16), nn.Tanh(), nn.Linear(16, 1))
                 last = self.pair_scorer[2]
                 nn.init.zeros_(last.weight)
                 nn.init.zeros_(last.bias)
@@ -204,9 +233,10 @@ class TinyStudent(nn.Module):
         scores = self.scorer(torch.cat([ho, h_cand, ho * h_cand], dim=-1)).squeeze(-1)
         if self.pair_scorer is not None:
             tasks = [d.observation.split("\n", 1)[0] for d in decisions]
+            named = self.config.named_values
             feats = torch.tensor(
                 [
-                    pair_features(t, c)
+                    pair_features(t, c) + ((named_value(t, c),) if named else ())
                     for t, d in zip(tasks, decisions, strict=True)
                     for c in d.candidates
                 ],
