@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,12 @@ from typing import Any
 import msgspec
 import torch
 
+from aios_rl.bus import connect, provision
 from aios_rl.envs.base import EnvironmentHost
+from aios_rl.envs.browser import generate as browser_split
+from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
+from aios_rl.envs.orchestrator import generate as orchestrator_split
+from aios_rl.envs.orchestrator.adapter import OrchestratorHost
 from aios_rl.envs.shell.adapter import ShellHost
 from aios_rl.envs.shell.episode import ShellEnvConfig
 from aios_rl.envs.shell.generate import generate
@@ -37,20 +43,25 @@ from aios_rl.local import (
 from aios_rl.rollouts import account_add
 from aios_rl.student import load_student, new_student
 from aios_rl.student.base import StudentBackend
+from bench import _common
 from contracts import (
     BrowserTask,
     CampaignSpec,
     DecodingRegime,
     Episode,
     GroupContrast,
+    Names,
     OrchestratorTask,
     RolloutAccount,
     ShellTask,
     StepDigest,
     TeacherRequest,
     TrainerSettings,
+    topology,
 )
 from services.reward.logic import reward_episode
+from services.sites.main import build as build_sites
+from services.sites.settings import SitesSettings
 from services.teacher_oracle.logic import garble, judge, judge_browser, judge_orchestrator
 
 __all__ = [
@@ -442,3 +453,82 @@ def shell_splits(
         list(generate(train_tasks, 0, "train", cache=cache)),
         list(generate(heldout_tasks, 0, "heldout", cache=cache)),
     )
+
+
+BENCH_ENVS = ("shell", "orchestrator", "browser-sites", "browser-miniwob")
+"""The environments the learning benchmarks train on (the browser's two kinds apart)."""
+
+
+async def env_splits(
+    env: str, train_tasks: int, heldout_tasks: int, log: Callable[[str], None]
+) -> tuple[list, list]:
+    """The train and held-out tasks of ``env`` (seed 0): ``shell``, ``orchestrator``,
+    ``browser-sites`` or ``browser-miniwob`` (a browser kind's alone; MiniWoB++'s train tasks with
+    the oracle's paths, :func:`solved`). Raises ``ValueError`` for another name."""
+    if env not in BENCH_ENVS:
+        raise ValueError(f"unknown environment {env!r} (known: {', '.join(BENCH_ENVS)})")
+    if env == "shell":
+        return shell_splits(train_tasks, heldout_tasks, log)
+    if env == "orchestrator":
+        return (
+            orchestrator_split(train_tasks, seed=0, split="train"),
+            orchestrator_split(heldout_tasks, seed=0, split="heldout"),
+        )
+    kind = "site" if env == "browser-sites" else "miniwob"
+    # The browser splits are half of each kind: ask for twice as many, keep one kind.
+    train = [t for t in browser_split.generate(2 * train_tasks, 0, "train") if t.kind == kind]
+    held = [t for t in browser_split.generate(2 * heldout_tasks, 0, "heldout") if t.kind == kind]
+    train = train[:train_tasks]
+    if kind == "miniwob":  # the oracle teachers' answer key, train split only
+        train = await solved(train, log)
+    return train, held[:heldout_tasks]
+
+
+async def solved(tasks: Sequence[BrowserTask], log: Callable[[str], None]) -> list[BrowserTask]:
+    """``tasks`` (MiniWoB++) with the oracle's path of each one's page computed in Chromium
+    (``BrowserHost.solve``): what the oracle and the noisy oracle judge the train rollouts by. A
+    task the oracle cannot solve keeps an empty path (the teacher does not judge it)."""
+    host = BrowserHost(BrowserRunnerSettings(nats_url="", screenshots=False))
+    out: list[BrowserTask] = []
+    try:
+        for t in tasks:
+            try:
+                path = await host.solve(t)
+            except Exception as exc:  # no oracle for it: the teacher leaves it alone
+                log(f"no oracle path for {t.task_id}: {str(exc)[:120]}")
+                path = []
+            out.append(msgspec.structs.replace(t, solution=path))
+    finally:
+        await host.aclose()
+    log(f"oracle paths computed for {sum(bool(t.solution) for t in out)} of {len(out)} tasks")
+    return out
+
+
+@contextlib.asynccontextmanager
+async def env_hosts(
+    env: str, tasks: Sequence[Task], workers: int, browser: tuple[tuple[str, Any], ...] = ()
+) -> AsyncIterator[RolloutsFor]:
+    """Rollouts for ``env``'s tasks: the shell sandbox, the orchestrator, or real Chromium with
+    the sites service on an embedded nats-server (``browser``: other runner settings)."""
+    if env == "shell":
+        yield shell_rollouts(tasks, workers)  # type: ignore[arg-type]
+        return
+    if env == "orchestrator":
+        yield on_host(OrchestratorHost(runner_settings("orchestrator")), env, tasks, workers)
+        return
+    names = Names(f"bench{uuid.uuid4().hex[:10]}")
+    with _common.nats_server("aios-learning-rl-") as server:
+        async with connect(server.url, name="bench-learning-rl", names=names) as bus:
+            await provision(bus, topology(names))
+            sites, _ = build_sites(bus, SitesSettings(port=0))
+            host = BrowserHost(
+                BrowserRunnerSettings(
+                    nats_url="", screenshots=False, action_timeout_s=1, **dict(browser)
+                )
+            )
+            host.attach(bus)
+            async with _common.running(sites):
+                try:
+                    yield on_host(host, "browser", tasks, workers)
+                finally:
+                    await host.aclose()

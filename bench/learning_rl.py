@@ -62,7 +62,6 @@ import contextlib
 import json
 import statistics
 import sys
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -72,36 +71,27 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # run as a script: `bench` importable
 
-import msgspec
 import torch
 from rich.console import Console
 
-from aios_rl.bus import connect, provision
 from aios_rl.envs.browser import flows as site_flows
-from aios_rl.envs.browser import generate as browser_split
-from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
-from aios_rl.envs.orchestrator import generate as orchestrator_split
-from aios_rl.envs.orchestrator.adapter import OrchestratorHost
 from aios_rl.envs.shell.episode import ShellEnvConfig
-from aios_rl.local import runner_settings
 from aios_rl.stats import paired_difference, wilson
 from aios_rl.student import StudentBackend, new_student
 from bench import _common
 from bench._kernel import (
+    BENCH_ENVS,
     RolloutsFor,
     Settings,
     Task,
     Teacher,
-    on_host,
+    env_hosts,
+    env_splits,
     shell_rollouts,
-    shell_splits,
     train_one,
 )
-from contracts import BrowserTask, Names, topology
-from services.sites.main import build as build_sites
-from services.sites.settings import SitesSettings
 
-ENVS = ("shell", "orchestrator", "browser-sites", "browser-miniwob")
+ENVS = BENCH_ENVS
 
 
 @dataclass(frozen=True)
@@ -279,75 +269,6 @@ class Plan:
     settings: dict[str, Settings]
 
 
-async def splits(env: str, s: Settings, log: Callable[[str], None]) -> tuple[list, list]:
-    """The train and held-out tasks of ``env`` (seed 0), a browser kind's alone."""
-    if env == "shell":
-        return shell_splits(s.train_tasks, s.heldout_tasks, log)
-    if env == "orchestrator":
-        return (
-            orchestrator_split(s.train_tasks, seed=0, split="train"),
-            orchestrator_split(s.heldout_tasks, seed=0, split="heldout"),
-        )
-    kind = "site" if env == "browser-sites" else "miniwob"
-    # The browser splits are half of each kind: ask for twice as many, keep one kind.
-    train = [t for t in browser_split.generate(2 * s.train_tasks, 0, "train") if t.kind == kind]
-    held = [t for t in browser_split.generate(2 * s.heldout_tasks, 0, "heldout") if t.kind == kind]
-    train = train[: s.train_tasks]
-    if kind == "miniwob":  # the oracle teachers' answer key, train split only
-        train = await solved(train, log)
-    return train, held[: s.heldout_tasks]
-
-
-async def solved(tasks: Sequence[BrowserTask], log: Callable[[str], None]) -> list[BrowserTask]:
-    """``tasks`` (MiniWoB++) with the oracle's path of each one's page computed in Chromium
-    (``BrowserHost.solve``): what the oracle and the noisy oracle judge the train rollouts by. A
-    task the oracle cannot solve keeps an empty path (the teacher does not judge it)."""
-    host = BrowserHost(BrowserRunnerSettings(nats_url="", screenshots=False))
-    out: list[BrowserTask] = []
-    try:
-        for t in tasks:
-            try:
-                path = await host.solve(t)
-            except Exception as exc:  # no oracle for it: the teacher leaves it alone
-                log(f"no oracle path for {t.task_id}: {str(exc)[:120]}")
-                path = []
-            out.append(msgspec.structs.replace(t, solution=path))
-    finally:
-        await host.aclose()
-    log(f"oracle paths computed for {sum(bool(t.solution) for t in out)} of {len(out)} tasks")
-    return out
-
-
-@contextlib.asynccontextmanager
-async def hosts(
-    env: str, tasks: Sequence[Task], workers: int, browser: tuple[tuple[str, Any], ...] = ()
-) -> AsyncIterator[RolloutsFor]:
-    """Rollouts for ``env``'s tasks: the shell sandbox, the orchestrator, or real Chromium with
-    the sites service on an embedded nats-server (``browser``: other runner settings)."""
-    if env == "shell":
-        yield shell_rollouts(tasks, workers)  # type: ignore[arg-type]
-        return
-    if env == "orchestrator":
-        yield on_host(OrchestratorHost(runner_settings("orchestrator")), env, tasks, workers)
-        return
-    names = Names(f"bench{uuid.uuid4().hex[:10]}")
-    with _common.nats_server("aios-learning-rl-") as server:
-        async with connect(server.url, name="bench-learning-rl", names=names) as bus:
-            await provision(bus, topology(names))
-            sites, _ = build_sites(bus, SitesSettings(port=0))
-            host = BrowserHost(
-                BrowserRunnerSettings(
-                    nats_url="", screenshots=False, action_timeout_s=1, **dict(browser)
-                )
-            )
-            host.attach(bus)
-            async with _common.running(sites):
-                try:
-                    yield on_host(host, "browser", tasks, workers)
-                finally:
-                    await host.aclose()
-
-
 @contextlib.asynccontextmanager
 async def own_rollouts(
     env: str, v: Variant, shared: RolloutsFor, tasks: Sequence[Task], workers: int
@@ -357,7 +278,7 @@ async def own_rollouts(
     if env == "shell" and v.shell:
         yield shell_rollouts(tasks, workers, ShellEnvConfig(**dict(v.shell)))  # type: ignore[arg-type]
     elif env.startswith("browser") and v.browser:
-        async with hosts(env, tasks, workers, v.browser) as own:
+        async with env_hosts(env, tasks, workers, v.browser) as own:
             yield own
     else:
         yield shared
@@ -369,7 +290,7 @@ async def measure(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str,
     out: dict[str, dict[str, dict]] = {}
     for env in plan.envs:
         s = plan.settings[env]
-        train, heldout = await splits(env, s, log)
+        train, heldout = await env_splits(env, s.train_tasks, s.heldout_tasks, log)
         log(f"{env}: {len(train)} train and {len(heldout)} held-out tasks")
         easy: list[Task] = []
         if env == "browser-sites" and any(v.easy for v in plan.variants.values()):
@@ -377,7 +298,7 @@ async def measure(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str,
             log(f"{env}: {len(easy)} train tasks of the flows' first stages")
         out[env] = {}
         every = [*train, *heldout, *easy]
-        async with hosts(env, every, s.workers) as rollouts_for:
+        async with env_hosts(env, every, s.workers) as rollouts_for:
             for name, v in plan.variants.items():
                 out[env][name] = {}
                 async with own_rollouts(env, v, rollouts_for, every, s.workers) as here:
@@ -493,7 +414,7 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     each environment's variants (a later run of a variant replaces an earlier one), the paired
     difference to untrained, ``rl_only_paired_ci_low`` per environment and where every number
     came from. Pure."""
-    known = {env: {**VARIANTS, **(EASY if env == "browser-sites" else {})} for env in ENVS}
+    known = {env: {**VARIANTS, **(SITE_LEVERS if env == "browser-sites" else {})} for env in ENVS}
     chosen: dict[str, dict[str, tuple[str, dict[str, Any], str]]] = {}
     hinted: dict[tuple[str, str], float] = {}
     """Largest share of an update's episodes that carried a teacher's hint, per row."""

@@ -1,6 +1,7 @@
 """RAIL benchmark: does a learned branching controller (RAIL) teach the tiny student as much about
-shell tasks it never saw as uniform groups of 8, on fewer rollouts, and does its scorer keep up
-with the policy it co-evolves with?
+tasks it never saw as uniform groups of 8, on fewer rollouts, and does its scorer keep up with the
+policy it co-evolves with? Shell by default; ``--env orchestrator`` (or ``browser-miniwob``,
+``browser-sites``) on another environment's splits.
 
 Eight arms, each a fresh tiny student per seed (the same initial weights for every arm of a seed),
 trained for the same epochs on the same epoch tasks (the campaign's ``sample_tasks``, seeded by
@@ -57,6 +58,7 @@ Run from the repo root:
 
     .venv/bin/python bench/rail.py            # ~15 min; results in bench/results/rail.md
     .venv/bin/python bench/rail.py --quick    # ~50 s smoke run (one seed, 2 epochs)
+    .venv/bin/python bench/rail.py --env orchestrator --reward-only --scale   # at scale, hours
 """
 
 from __future__ import annotations
@@ -86,12 +88,16 @@ from aios_rl.rail.scorer import agreement
 from aios_rl.rollouts import RAIL
 from aios_rl.stats import paired_difference, wilson
 from bench import _common, strategies
+from bench._kernel import Task
 from bench.strategies import BASELINE, Arm, compare, pooled
 from contracts import (
     BranchingSettings,
+    BrowserTask,
     CampaignSpec,
+    OrchestratorTask,
     RailSettings,
     RailTrace,
+    ShellTask,
 )
 
 
@@ -277,6 +283,19 @@ def rail_report(rail: LocalRail, families: Mapping[str, str]) -> dict:
 # -- every arm of every seed, through the kernel -------------------------------------------------
 
 
+def family_of(task: Task) -> str:
+    """A task's family in the action histograms: a shell task's family, an orchestrator task's
+    template, a browser task's flow."""
+    match task:
+        case ShellTask():
+            return task.family
+        case OrchestratorTask():
+            return task.template
+        case BrowserTask():
+            return task.flow
+    raise TypeError(f"not a task: {type(task).__name__}")
+
+
 async def measure(s: Settings, log: Callable[[str], None]) -> dict:
     """Every arm of every seed (strategies.py's runs); a RAIL arm collects with a controller of
     its own per seed, driven in process as the RAIL service drives it."""
@@ -290,7 +309,7 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict:
             if spec.rollout_strategy in RAIL
             else None
         ),
-        rail_report=lambda rail, tasks: rail_report(rail, {t: tasks[t].family for t in tasks}),
+        rail_report=lambda rail, tasks: rail_report(rail, {t: family_of(tasks[t]) for t in tasks}),
     )
 
 
@@ -754,7 +773,7 @@ def main(argv: list[str] | None = None) -> int:
         "beyond these numbers.",
         "Training: strategies.py's loop (one update per epoch with the trainer service's "
         f"configuration, learning from {strategies.signal_of(s)}, episodes through the runner's "
-        "step loop in the sandbox at temperature 1); the RAIL arms' rounds as the campaign service's collect / "
+        f"step loop on {s.env} at temperature 1); the RAIL arms' rounds as the campaign service's collect / "
         "_plan_rail / _publish_traces run them, with aios_rl.rail.plan and one Controller per "
         "(arm, seed) kept across epochs. Evaluation: one near-greedy (T=0.1) episode per "
         "held-out task, seeded; the same seeds for every arm.",

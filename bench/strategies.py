@@ -1,5 +1,6 @@
 """Rollout-strategy benchmark: for the same training run, which way of spending rollouts teaches
-the tiny student most about shell tasks it never saw, and at what cost?
+the tiny student most about tasks it never saw, and at what cost? Shell by default; ``--env``
+names another environment (``orchestrator``, ``browser-miniwob``, ``browser-sites``).
 
 Four arms, each a fresh tiny student per seed (the same initial weights for every arm of a seed),
 trained for the same epochs on the same train tasks (the campaign's ``sample_tasks``, seeded by
@@ -22,11 +23,13 @@ The loop is the product's own, in one process and without NATS: the in-process k
 ``plan_jobs``), then lets the strategy plan round after round from what came back (the campaign's
 ``plan_next``: continuations, fresh rollouts, new tasks) until it plans nothing, as the campaign
 service's ``collect`` does. Every job runs through the runner's episode function on the real
-shell host: a continuation opens its parent's environment, replays the parent's first ``step``
-actions (marked ``replayed``, no policy call) and samples afresh after them. Every arm of a seed
+host (the shell sandbox, the orchestrator, Chromium): a continuation opens its parent's
+environment, replays the parent's first ``step`` actions (marked ``replayed``, no policy call)
+and samples afresh after them. Every arm of a seed
 uses the same campaign id, so base rollouts with the same number share their seeds across arms.
-The oracle teacher judges every rollout for hints and one trainer update per epoch follows
-(``train_epoch``), as in ``bench/learning.py``.
+The oracle teacher judges every rollout for hints (``--reward-only``: no teacher; the
+environment's reward-only recipe, :data:`REWARD_RECIPES`) and one trainer update per epoch
+follows (``train_epoch``), as in ``bench/learning.py``.
 
 Measured per arm and seed: held-out success (one near-greedy episode, temperature 0.1, seeded, per
 held-out task) before training (shared by the arms of a seed), after half the epochs and at the end;
@@ -67,12 +70,19 @@ from aios_rl.rollouts import (
 from aios_rl.stats import paired_difference, wilson
 from aios_rl.student import load_student, new_student
 from bench import _common
-from bench._kernel import ORACLE_DISTILL, score, shell_rollouts, shell_splits, train_run
+from bench._kernel import (
+    BENCH_ENVS,
+    ORACLE_DISTILL,
+    Task,
+    env_hosts,
+    env_splits,
+    score,
+    train_run,
+)
 from contracts import (
     BranchingSettings,
     CampaignSpec,
     RolloutStrategy,
-    ShellTask,
     TrainerSettings,
 )
 
@@ -97,18 +107,37 @@ class Settings:
     """Episodes run at once (sandboxed commands in parallel; the student's calls serialised)."""
     reward_only: bool = False
     """Learn from the environment's reward alone (``--reward-only``): no teacher, nothing
-    distilled, shell's measured recipe (:data:`REWARD_RECIPE`); off, the oracle's hints are
-    distilled at 0.5 (how these benchmarks were first measured)."""
+    distilled, the recipe measured to learn from reward on the environment
+    (:data:`REWARD_RECIPES`); off, the oracle's hints are distilled at 0.5 (how these
+    benchmarks were first measured)."""
+    env: str = "shell"
+    """The environment trained and held out on (``--env``: one of ``BENCH_ENVS``)."""
 
 
 REWARD_RECIPE = {"distill_coef": 0.0, "self_imitation": True, "progress_coef": 1.0}
 """Learning from reward alone on shell (``bench/results/learning_rl.md``): GRPO, plus imitation
 of the update's own successes, plus each step credited with the progress the tests measured."""
+REWARD_RECIPES = {
+    "shell": REWARD_RECIPE,
+    "orchestrator": REWARD_RECIPE,
+    "browser-sites": REWARD_RECIPE,
+    "browser-miniwob": {"distill_coef": 0.0},
+}
+"""Per environment, the reward-only row of ``bench/results/learning_rl.md`` that learnt most:
+the ``rl`` recipe on shell and orchestrator (and site flows, where none learnt), GRPO alone on
+MiniWoB++."""
 
 
 def signal_args() -> argparse.ArgumentParser:
-    """``--reward-only``, for the strategy benchmarks' command lines."""
+    """``--reward-only`` and ``--env``, for the strategy benchmarks' command lines."""
     parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--env",
+        choices=BENCH_ENVS,
+        default="shell",
+        help="the environment trained and held out on (default shell); another's default "
+        "results path gains -<env>",
+    )
     parser.add_argument(
         "--reward-only",
         action="store_true",
@@ -118,8 +147,19 @@ def signal_args() -> argparse.ArgumentParser:
     return parser
 
 
+LEARNING_RATES = {"orchestrator": 1e-3}
+"""Adam step sizes that differ from the settings' on an environment: the ones its
+``bench/learning_rl.py`` runs were measured with."""
+
+
 def with_signal(args: argparse.Namespace, s: Settings, out: Path) -> tuple[Settings, Path]:
-    """The settings and results path of ``--reward-only`` (``--out`` given: that path)."""
+    """The settings and results path of ``--env`` (its learning rate from
+    :data:`LEARNING_RATES`) and ``--reward-only`` (``--out`` given: that path)."""
+    env = getattr(args, "env", "shell")
+    if env != "shell":
+        lr = LEARNING_RATES.get(env, s.learning_rate)
+        s = replace(s, env=env, learning_rate=lr)
+        out = _common.variant_path(args, out, env)
     if not args.reward_only:
         return s, out
     return replace(s, reward_only=True), _common.variant_path(args, out, "reward-only")
@@ -128,6 +168,8 @@ def with_signal(args: argparse.Namespace, s: Settings, out: Path) -> tuple[Setti
 def signal_of(s: Settings) -> str:
     """What the students of a run learn from, in words (every results file says it)."""
     if s.reward_only:
+        if REWARD_RECIPES[s.env] != REWARD_RECIPE:
+            return "environment reward only (no teacher, nothing distilled): GRPO alone"
         return (
             "environment reward only (no teacher, nothing distilled): GRPO + self-imitation of "
             "its own successes + step-level progress credit"
@@ -177,6 +219,7 @@ def arm_spec(arm: Arm, seed: int, s: Settings) -> CampaignSpec:
     """The campaign spec an arm plans with; one campaign id per seed, shared by the arms."""
     spec = CampaignSpec(
         campaign_id=f"strategies-s{seed}",
+        environments={s.env.split("-", 1)[0]: 1.0},  # browser-miniwob: the browser's tasks
         tasks_per_epoch=s.tasks_per_epoch,
         group_size=arm.group_size,
         epochs=s.epochs,
@@ -185,7 +228,7 @@ def arm_spec(arm: Arm, seed: int, s: Settings) -> CampaignSpec:
         trainer=TrainerSettings(
             learning_rate=s.learning_rate,
             seed=seed,
-            **(REWARD_RECIPE if s.reward_only else ORACLE_DISTILL),
+            **(REWARD_RECIPES[s.env] if s.reward_only else ORACLE_DISTILL),
         ),
         seed=seed,
         reference_runs=0,
@@ -222,43 +265,43 @@ async def measure(
     arms: Sequence[Arm] = ARMS,
     spec_of: Callable[[Arm, int, Settings], CampaignSpec] = arm_spec,
     rail_for: Callable[[CampaignSpec], LocalRail | None] = lambda _spec: None,
-    rail_report: Callable[[LocalRail, Mapping[str, ShellTask]], dict] | None = None,
+    rail_report: Callable[[LocalRail, Mapping[str, Task]], dict] | None = None,
 ) -> dict:
     """Every arm of every seed, each a ``train_run`` from the seed's initial weights, and the
     untrained student's held-out success per seed. ``rail_for`` gives an arm's spec its RAIL
     controller (``None``: the strategy plans its rounds), ``rail_report`` what a run's
     controller did (``bench/rail.py``)."""
     torch.set_num_threads(1)
-    train, heldout = shell_splits(s.train_tasks, s.heldout_tasks, log)
+    train, heldout = await env_splits(s.env, s.train_tasks, s.heldout_tasks, log)
     tasks = {t.task_id: t for t in [*train, *heldout]}
-    rollouts_for = shell_rollouts(list(tasks.values()), s.workers)
-    out: dict = {}
-    for seed in s.seeds:
-        torch.manual_seed(seed)
-        weights = new_student("tiny", seed=seed).to_bytes()
-        async with rollouts_for(LocalPolicy(load_student(weights))) as rollouts:
-            before, _ = await score(rollouts, heldout, "before")
-        log(f"seed {seed}: untrained held-out success {statistics.fmean(before):.0%}")
-        runs: dict = {}
-        for arm in arms:
-            spec = spec_of(arm, seed, s)
-            rail = rail_for(spec)
-            runs[arm.name] = await train_run(
-                spec,
-                weights,
-                rollouts_for,
-                tasks,
-                heldout,
-                log,
-                name=arm.name,
-                mid_epoch=max(1, s.epochs // 2),
-                rail=rail,
-                teacher=not s.reward_only,
-            )
-            if rail is not None and rail_report is not None:
-                runs[arm.name]["rail"] = rail_report(rail, tasks)
-        out[str(seed)] = {"before": before, "arms": runs}
-    return out
+    async with env_hosts(s.env, list(tasks.values()), s.workers) as rollouts_for:
+        out: dict = {}
+        for seed in s.seeds:
+            torch.manual_seed(seed)
+            weights = new_student("tiny", seed=seed).to_bytes()
+            async with rollouts_for(LocalPolicy(load_student(weights))) as rollouts:
+                before, _ = await score(rollouts, heldout, "before")
+            log(f"seed {seed}: untrained held-out success {statistics.fmean(before):.0%}")
+            runs: dict = {}
+            for arm in arms:
+                spec = spec_of(arm, seed, s)
+                rail = rail_for(spec)
+                runs[arm.name] = await train_run(
+                    spec,
+                    weights,
+                    rollouts_for,
+                    tasks,
+                    heldout,
+                    log,
+                    name=arm.name,
+                    mid_epoch=max(1, s.epochs // 2),
+                    rail=rail,
+                    teacher=not s.reward_only,
+                )
+                if rail is not None and rail_report is not None:
+                    runs[arm.name]["rail"] = rail_report(rail, tasks)
+            out[str(seed)] = {"before": before, "arms": runs}
+        return out
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -482,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         "claimed beyond these numbers.",
         "Training: the in-process kernel (aios_rl.local; no NATS, no comparison gate, no teacher "
         "reward shaping): the campaign's rounds (plan_jobs, plan_next) as the campaign service "
-        "runs them, episodes through the runner's episode function in the sandbox at temperature 1, "
+        f"runs them, episodes through the runner's episode function on {s.env} at temperature 1, "
         f"learning from {signal_of(s)} (a hint on a continuation's replayed step is not "
         "distilled again), one update per epoch with the trainer service's configuration; dapo-filter's "
         "tied groups are left out of the update. Evaluation: one near-greedy (T=0.1) episode per "

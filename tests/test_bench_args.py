@@ -238,7 +238,7 @@ def test_learning_rl_combine_says_which_teacher_rows_got_no_hint() -> None:
 def test_reward_only_strategy_runs_learn_from_reward_and_keep_their_own_results() -> None:
     import argparse
 
-    from bench.strategies import ARMS, QUICK, arm_spec, with_signal
+    from bench.strategies import ARMS, QUICK, arm_spec, signal_of, with_signal
 
     s, out = with_signal(
         argparse.Namespace(reward_only=True, out=None), QUICK, Path("bench/results/rail.md")
@@ -248,9 +248,37 @@ def test_reward_only_strategy_runs_learn_from_reward_and_keep_their_own_results(
         argparse.Namespace(reward_only=True, out=Path("x.md")), QUICK, Path("x.md")
     )
     assert there == Path("x.md") and given.reward_only
+    # Another environment: its own results, and the recipe measured to learn from reward there.
+    web, path = with_signal(
+        argparse.Namespace(reward_only=True, out=None, env="browser-miniwob"),
+        QUICK,
+        Path("bench/results/rail.md"),
+    )
+    assert path == Path("bench/results/rail-browser-miniwob-reward-only.md")
+    trainer = arm_spec(ARMS[0], 0, web).trainer
+    assert (trainer.distill_coef, trainer.self_imitation) == (0, False)  # GRPO alone
+    assert "GRPO alone" in signal_of(web) and "self-imitation" in signal_of(s)
+    orch, _ = with_signal(
+        argparse.Namespace(reward_only=False, out=None, env="orchestrator"), QUICK, Path("r.md")
+    )
+    assert (orch.env, orch.learning_rate, orch.reward_only) == ("orchestrator", 1e-3, False)
+    assert arm_spec(ARMS[0], 0, orch).environments == {"orchestrator": 1.0}
+    assert arm_spec(ARMS[0], 0, web).environments == {"browser": 1.0}
     trainer = arm_spec(ARMS[0], 0, s).trainer
     assert (trainer.distill_coef, trainer.self_imitation, trainer.progress_coef) == (0, True, 1)
     assert arm_spec(ARMS[0], 0, QUICK).trainer.distill_coef == 0.5  # the oracle's, by default
+
+
+def test_rail_families_are_each_environments_own_task_kinds() -> None:
+    from aios_rl.envs.browser.flows import generate as sites
+    from aios_rl.envs.orchestrator import generate as orchestrator
+    from bench.rail import family_of
+
+    (site,) = sites(1, 0, "train")
+    (run,) = orchestrator(1, seed=0, split="train")
+    assert family_of(site) == site.flow and family_of(run) == run.template != ""
+    with pytest.raises(TypeError, match="not a task"):
+        family_of("shell/x")  # type: ignore[arg-type]
 
 
 def test_gain_calibration_bins_by_prediction() -> None:

@@ -61,9 +61,11 @@ def test_chaos_quick_kills_the_server_and_the_campaign_and_loses_nothing(tmp_pat
 
 @pytest.mark.slow
 def test_strategies_quick_trains_every_arm_on_its_rollout_budget(tmp_path: Path) -> None:
+    # On the orchestrator from reward alone (the rail test below runs shell with the oracle).
     out = tmp_path / "strategies.md"
+    argv = ["--quick", "--env", "orchestrator", "--reward-only", "--out", str(out)]
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "strategies.py"), "--quick", "--out", str(out)],
+        [sys.executable, str(REPO / "bench" / "strategies.py"), *argv],
         capture_output=True,
         text=True,
         timeout=600,
@@ -85,6 +87,8 @@ def test_strategies_quick_trains_every_arm_on_its_rollout_budget(tmp_path: Path)
     assert spent["dapo-filter"]["ours"] >= spent["uniform-4"]["ours"]  # plus resampled tasks
     for arm in spent:
         assert f"{arm}: held-out success after training, pooled" in rows
+    settings = json.loads(out.with_suffix(".json").read_text())["settings"]
+    assert (settings["env"], settings["reward_only"]) == ("orchestrator", True)
 
 
 @pytest.mark.slow
