@@ -516,9 +516,21 @@ async def env_hosts(
     if env == "orchestrator":
         yield on_host(OrchestratorHost(runner_settings("orchestrator")), env, tasks, workers)
         return
+    async with browser_host("aios-learning-rl-", browser) as host:
+        yield on_host(host, "browser", tasks, workers)
+
+
+@contextlib.asynccontextmanager
+async def browser_host(
+    prefix: str, browser: tuple[tuple[str, Any], ...] = ()
+) -> AsyncIterator[BrowserHost]:
+    """Real Chromium with the sites service on an embedded nats-server (its store under a
+    temporary folder named ``prefix``...): a ``BrowserHost`` for MiniWoB++ pages and site flows
+    alike, closed on the way out. ``browser``: other runner settings. A short action timeout (1
+    s): a click under a cookie banner waits for it."""
     names = Names(f"bench{uuid.uuid4().hex[:10]}")
-    with _common.nats_server("aios-learning-rl-") as server:
-        async with connect(server.url, name="bench-learning-rl", names=names) as bus:
+    with _common.nats_server(prefix) as server:
+        async with connect(server.url, name=f"bench-{prefix.strip('-')}", names=names) as bus:
             await provision(bus, topology(names))
             sites, _ = build_sites(bus, SitesSettings(port=0))
             host = BrowserHost(
@@ -529,6 +541,6 @@ async def env_hosts(
             host.attach(bus)
             async with _common.running(sites):
                 try:
-                    yield on_host(host, "browser", tasks, workers)
+                    yield host
                 finally:
                     await host.aclose()

@@ -74,7 +74,6 @@ import argparse
 import json
 import statistics
 import sys
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -87,9 +86,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from aios_rl.bus import connect, provision
 from aios_rl.envs.browser import generate as browser_split
-from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
+from aios_rl.envs.browser.adapter import BrowserRunnerSettings
 from aios_rl.envs.orchestrator import baselines
 from aios_rl.envs.orchestrator import generate as orchestrator_split
 from aios_rl.envs.orchestrator.adapter import OrchestratorHost
@@ -101,18 +99,15 @@ from aios_rl.student.base import StudentBackend
 from bench import _common
 from bench._kernel import (
     Settings,
+    browser_host,
     on_host,
     shell_rollouts,
     shell_splits,
     train_one,
 )
 from contracts import (
-    Names,
     OrchestratorTask,
-    topology,
 )
-from services.sites.main import build as build_sites
-from services.sites.settings import SitesSettings
 
 FULL = Settings(
     seeds=(0, 1, 2),
@@ -218,32 +213,19 @@ async def measure_browser(s: Settings, log: Callable[[str], None]) -> dict:
         f"{len(train)} train and {len(heldout)} held-out browser tasks "
         f"({kinds.count('site')} site, {kinds.count('miniwob')} MiniWoB++ held out)"
     )
-    names = Names(f"bench{uuid.uuid4().hex[:10]}")
-    with _common.nats_server("aios-learning-") as server:
-        async with connect(server.url, name="bench-learning", names=names) as bus:
-            await provision(bus, topology(names))
-            sites, _ = build_sites(bus, SitesSettings(port=0))
-            # A short action timeout: a click under a cookie banner waits for it.
-            host = BrowserHost(
-                BrowserRunnerSettings(nats_url="", screenshots=False, action_timeout_s=1)
+    async with browser_host("aios-learning-") as host:
+        res = {}
+        for seed in s.seeds:
+            res[str(seed)] = await train_one(
+                seed,
+                s,
+                train,
+                heldout,
+                on_host(host, "browser", [*train, *heldout], s.workers),
+                log,
             )
-            host.attach(bus)
-            async with _common.running(sites):
-                try:
-                    res = {}
-                    for seed in s.seeds:
-                        res[str(seed)] = await train_one(
-                            seed,
-                            s,
-                            train,
-                            heldout,
-                            on_host(host, "browser", [*train, *heldout], s.workers),
-                            log,
-                        )
-                        res[str(seed)]["kinds"] = kinds
-                    return res
-                finally:
-                    await host.aclose()
+            res[str(seed)]["kinds"] = kinds
+        return res
 
 
 async def measure_orchestrator(s: Settings, log: Callable[[str], None]) -> tuple[dict, dict]:

@@ -50,7 +50,6 @@ import json
 import statistics
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -66,9 +65,7 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
 
-from aios_rl.bus import connect, provision
 from aios_rl.envs.browser import generate as browser_split
-from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
 from aios_rl.envs.orchestrator import generate as orchestrator_split
 from aios_rl.envs.orchestrator.adapter import OrchestratorHost
 from aios_rl.envs.shell.adapter import ShellHost
@@ -85,19 +82,15 @@ from aios_rl.recipes import DEFAULT_ENV_RECIPES, env_recipes
 from aios_rl.stats import Interval, bootstrap_mean, paired_difference, stratified_mean, wilson
 from aios_rl.student import load_student, new_student
 from bench import _common
-from bench._kernel import RolloutsFor, Task, score
+from bench._kernel import RolloutsFor, Task, browser_host, score
 from contracts import (
     BrowserTask,
     CampaignSpec,
     DecodingRegime,
-    Names,
     OrchestratorTask,
     ShellTask,
     TrainerSettings,
-    topology,
 )
-from services.sites.main import build as build_sites
-from services.sites.settings import SitesSettings
 
 ENVS = ("shell", "browser", "orchestrator")
 KINDS: dict[str, type[Task]] = {
@@ -350,47 +343,34 @@ async def environments(s: Settings, log: Callable[[str], None]) -> AsyncIterator
         + ", ".join(f"{env} {len(train[env])} / {len(heldout[env])}" for env in ENVS)
     )
     orchestrator = OrchestratorHost(runner_settings("orchestrator"))
-    names = Names(f"bench{uuid.uuid4().hex[:10]}")
-    with _common.nats_server("aios-phase-de-") as server:
-        async with connect(server.url, name="bench-phase-de", names=names) as bus:
-            await provision(bus, topology(names))
-            sites, _ = build_sites(bus, SitesSettings(port=0))
-            # A short action timeout: a click under a cookie banner waits for it.
-            browser = BrowserHost(
-                BrowserRunnerSettings(nats_url="", screenshots=False, action_timeout_s=1)
+    async with browser_host("aios-phase-de-") as browser:
+        retries: list[str] = []
+        hosts = {"shell": ShellHost(runner_settings("shell")), "browser": browser}
+        hosts["orchestrator"] = orchestrator
+        tasks = {t.task_id: t for split in (train, heldout) for ts in split.values() for t in ts}
+
+        @contextlib.asynccontextmanager
+        async def rollouts_for(policy: LocalPolicy) -> AsyncIterator[Rollouts]:
+            rollouts = Rollouts(
+                hosts,
+                tasks,
+                policy,
+                workers={
+                    "shell": SHELL_WORKERS,
+                    "browser": s.workers,
+                    "orchestrator": s.workers,
+                },
+                attempts=ATTEMPTS,
             )
-            browser.attach(bus)
-            retries: list[str] = []
-            hosts = {"shell": ShellHost(runner_settings("shell")), "browser": browser}
-            hosts["orchestrator"] = orchestrator
-            tasks = {
-                t.task_id: t for split in (train, heldout) for ts in split.values() for t in ts
-            }
+            try:
+                yield rollouts
+            finally:
+                retries.extend(rollouts.retries)
 
-            @contextlib.asynccontextmanager
-            async def rollouts_for(policy: LocalPolicy) -> AsyncIterator[Rollouts]:
-                rollouts = Rollouts(
-                    hosts,
-                    tasks,
-                    policy,
-                    workers={
-                        "shell": SHELL_WORKERS,
-                        "browser": s.workers,
-                        "orchestrator": s.workers,
-                    },
-                    attempts=ATTEMPTS,
-                )
-                try:
-                    yield rollouts
-                finally:
-                    retries.extend(rollouts.retries)
-
-            async with _common.running(sites):
-                try:
-                    yield Splits(train, heldout, rollouts_for, retries)
-                finally:
-                    await browser.aclose()
-                    await hosts["shell"].aclose()
+        try:
+            yield Splits(train, heldout, rollouts_for, retries)
+        finally:
+            await hosts["shell"].aclose()
 
 
 async def measure(s: Settings, log: Callable[[str], None]) -> dict:

@@ -3,7 +3,7 @@ tasks it never saw as uniform groups of 8, on fewer rollouts, and does its score
 policy it co-evolves with? Shell by default; ``--env orchestrator`` (or ``browser-miniwob``,
 ``browser-sites``) on another environment's splits.
 
-Eight arms, each a fresh tiny student per seed (the same initial weights for every arm of a seed),
+Nine arms, each a fresh tiny student per seed (the same initial weights for every arm of a seed),
 trained for the same epochs on the same epoch tasks (the campaign's ``sample_tasks``, seeded by
 (seed, epoch)); the training run (``bench/_kernel.py``'s ``train_run`` on the in-process kernel),
 held-out scoring and the first three arms are ``bench/strategies.py``'s:
@@ -58,7 +58,7 @@ Run from the repo root:
 
     .venv/bin/python bench/rail.py            # ~15 min; results in bench/results/rail.md
     .venv/bin/python bench/rail.py --quick    # ~50 s smoke run (one seed, 2 epochs)
-    .venv/bin/python bench/rail.py --env orchestrator --reward-only --scale   # at scale, hours
+    .venv/bin/python bench/rail.py --env orchestrator --reward-only --scale   # at scale, ~16 min
 """
 
 from __future__ import annotations
@@ -137,7 +137,8 @@ SCALE = Settings(
     learning_rate=3e-3,
 )
 """``--scale``: a run a learned controller can learn in, about 1,000 traces per controller and
-seed (the committed run gave about 125); hours on 2 cores."""
+seed (the committed run gave about 125); about 16 min on the orchestrator, hours on shell and
+in Chromium, on 2 cores."""
 
 RAIL_BRANCHING = BranchingSettings(initial=2, max_rounds=3)
 """RAIL's rounds: 2 base rollouts a task, so it may spend as little as 2 of the budget of 8."""
@@ -730,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     scale.add_argument(
         "--scale",
         action="store_true",
-        help="the at-scale settings (about 1,000 traces per controller; hours); the default "
+        help="the at-scale settings (about 1,000 traces per controller; 16 min to hours by environment); the default "
         "results path gains -scale",
     )
     args, s, out = _common.bench_args(

@@ -397,9 +397,10 @@ async def collect_epoch(
     the split's task ids per environment; ``run``: runs a round's jobs (e.g.
     :meth:`Rollouts.run`). ``candidate``: the checkpoint id the rollouts run, a concrete one (as
     the campaign service's jobs carry), so an episode blocked before the policy answered is
-    named like its task's other episodes and the epoch's verdict compares them. A RAIL strategy needs ``rail``. ``sample`` draws the epoch's tasks
-    (``None``: the campaign's ``sample_tasks``; a diagnostic may draw them otherwise). Raises
-    ``ValueError`` for a RAIL strategy without one."""
+    named like its task's other episodes and the epoch's verdict compares them. A RAIL strategy
+    needs ``rail``. ``sample`` draws the epoch's tasks (``None``: the campaign's
+    ``sample_tasks``; a diagnostic may draw them otherwise). Raises ``ValueError`` for a RAIL
+    strategy without one."""
     if spec.rollout_strategy in RAIL and rail is None:
         raise ValueError(f"strategy {spec.rollout_strategy!r} needs a RAIL controller (rail=)")
     tasks = (sample or sample_tasks)(spec, epoch, available)
