@@ -193,6 +193,16 @@ SITE_LEVERS = {
         browser=(("progress_typed", True),),
         student=(("named_values", True),),
     ),
+    "rl+action-kinds": Variant(
+        "rl+named-values, its student picking a kind of action before one of that kind "
+        "(kind_balance: a form's 80 fills no longer drown its one scroll) and reading each "
+        "candidate's kind and whether the page shows what the task names (page_context)",
+        NO_TEACHER,
+        progress=1.0,
+        trainer=RECIPE,
+        browser=(("progress_typed", True),),
+        student=(("named_values", True), ("page_context", True), ("kind_balance", True)),
+    ),
 }
 """``--levers`` (browser-sites): the levers tried against reward alone, at the same budget."""
 EASY = {

@@ -25,7 +25,9 @@ from aios_rl.student.losses import (
 from aios_rl.student.tiny import (
     TinyConfig,
     TinyStudent,
+    kind_counts,
     named_value,
+    page_context,
     pair_features,
     sample_index,
 )
@@ -225,6 +227,46 @@ def test_named_values_add_a_silent_feature_and_checkpoints_keep_it() -> None:
     assert load_student(plain.to_bytes()).config.named_values is False
     with pytest.raises(StudentError, match="bad tiny student setting"):
         new_student("tiny", named_vlaues=True)
+
+
+def test_page_context_tells_the_kind_of_action_and_whether_the_page_shows_what_the_task_names():
+    task = 'Task: Open the podcast episode "Episode 33: Consensus".'
+    away = ['click [1]  # link "Episode 12: Shells"', 'fill [2] "Episode 33: Consensus"  # '
+            'textbox "Search"', 'select [3] "Newest"  # combobox "Sort"', "scroll down",
+            "scroll up", "press Enter", "go back", "hover [4]"]  # fmt: skip
+    rows = page_context(task, away)
+    assert [r[:7].index(1.0) if 1.0 in r[:7] else None for r in rows] == [0, 1, 2, 3, 4, 5, 6, None]
+    # A fill with the task's value is not the page showing the named thing: only clicks count.
+    assert {r[7] for r in rows} == {0.0}
+    here = [*away, 'click [5]  # link "episode 33: consensus"']
+    assert {r[7] for r in page_context(task, here)} == {1.0}
+    assert page_context(task, []) == []
+
+
+def test_kind_balance_spreads_an_untrained_policy_over_kinds_of_action_not_candidates() -> None:
+    fills = [f'fill [{i}] "v{j}"  # textbox "f{i}"' for i in range(6) for j in range(5)]
+    cands = (*fills, 'click [9]  # button "Next"', "scroll down", "press Enter")
+    assert kind_counts(cands) == [30] * 30 + [1, 1, 1]
+    assert kind_counts(["ls", "cat x", "scroll down"]) == [2, 2, 1]  # the rest: one kind
+    d = [Decision('Task: "v1"\nURL: x', cands)]
+    plain = new_student("tiny", seed=3)
+    balanced = new_student("tiny", seed=3, kind_balance=True)
+    shift = balanced.forward(d)[0][0] - plain.forward(d)[0][0]
+    assert torch.allclose(shift, -torch.log(torch.tensor(kind_counts(cands), dtype=torch.float32)))
+    typing = balanced.forward(d)[0][0].softmax(-1)[:30].sum()
+    assert typing < 0.5 < plain.forward(d)[0][0].softmax(-1)[:30].sum()
+    again = load_student(balanced.to_bytes())
+    assert isinstance(again, TinyStudent) and again.config.kind_balance
+    assert torch.equal(again.forward(d)[0], balanced.forward(d)[0])
+
+
+def test_page_context_starts_silent_and_checkpoints_keep_it() -> None:
+    d = [Decision('Task: Open "b"\nURL: x', ('click [1]  # link "a"', "scroll down"))]
+    plain, paged = TinyStudent(TinyConfig(seed=3)), new_student("tiny", seed=3, page_context=True)
+    assert torch.equal(plain.forward(d)[0], paged.forward(d)[0])  # untrained: the same policy
+    again = load_student(paged.to_bytes())
+    assert isinstance(again, TinyStudent) and again.config.page_context
+    assert load_student(plain.to_bytes()).config.page_context is False
 
 
 def test_pair_features_start_silent_and_old_checkpoints_load_without_them() -> None:

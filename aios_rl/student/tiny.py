@@ -35,7 +35,7 @@ from .base import (
 )
 from .features import hashed_ngrams
 
-__all__ = ["TinyConfig", "TinyStudent", "sample_index"]
+__all__ = ["TinyConfig", "TinyStudent", "kind_counts", "page_context", "sample_index"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +60,20 @@ class TinyConfig:
     field right before the value it types (``city "Belfast"`` for ``fill [5] "Belfast"  #
     textbox "City"``). Off by default: measured on site flows first (``bench/learning_rl.py
     --levers``); checkpoints from before it load with it off."""
+    page_context: bool = False
+    """Eight more relational inputs (:func:`page_context`): the candidate's kind of action (click,
+    fill, select, scroll down, scroll up, Enter, back) and whether any element the page offers to
+    click is one the task names by its whole name. With them the scorer can learn *when* to
+    scroll or move on (nothing named here yet) rather than *what* to click: the steps the task
+    does not name. Off by default: measured on site flows first; checkpoints from before it load
+    with it off."""
+    kind_balance: bool = False
+    """Each candidate's logit less the log of how many candidates of its kind
+    (:data:`ACTION_KINDS`, the rest one kind) the decision offers: the policy picks a kind of
+    action, then one of that kind. A form offers every quoted value in every textbox (80 fills
+    beside one ``scroll down``), so without it a student that knows nothing types nearly every
+    step and never explores the rest. A fixed term: it changes the untrained policy (measure it
+    with the same setting) and nothing to learn. Off by default; checkpoints keep it."""
     pair_gain: float = 5.0
     """What the relational head's score is multiplied by: its five inputs drive one score
     among the n-gram scorer's 2 M weights, and an optimiser step moves every weight by about
@@ -132,6 +146,49 @@ def named_value(task: str, candidate: str) -> float:
     return best
 
 
+ACTION_KINDS = ("click", "fill", "select", "scroll down", "scroll up", "press Enter", "go back")
+"""The kinds of action :func:`page_context` tells apart (a candidate of another kind: none)."""
+PAGE_CONTEXT = len(ACTION_KINDS) + 1
+"""Length of :func:`page_context`."""
+
+
+def _kind(candidate: str) -> int | None:
+    head = candidate.split("  #", 1)[0].strip()
+    for i, kind in enumerate(ACTION_KINDS):
+        if head == kind or head.startswith(kind + " "):
+            return i
+    return None
+
+
+def kind_counts(candidates: Sequence[str]) -> list[int]:
+    """For each candidate, how many of ``candidates`` are of its kind (:data:`ACTION_KINDS`;
+    every other candidate is of one kind, "other")."""
+    kinds = [_kind(c) for c in candidates]
+    return [kinds.count(k) for k in kinds]
+
+
+def page_context(task: str, candidates: Sequence[str]) -> list[tuple[float, ...]]:
+    """For each of a decision's ``candidates``: its kind of action, one-hot over
+    :data:`ACTION_KINDS`, then one number shared by the decision: 1 when some ``click``
+    candidate's element is named whole by the task (its quoted name is in the task,
+    case-insensitive: ``click [3]  # link "Episode 33"`` for *Open "Episode 33"*), else 0. What a
+    page offers, not what one candidate is: it tells "the thing asked for is here" from "it is
+    not yet", whatever its words."""
+    low = task.lower()
+    named = 0.0
+    for c in candidates:
+        if _kind(c) == 0:
+            quoted = [q.lower() for q in _QUOTED.findall(c) if q.strip()]
+            if quoted and all(q in low for q in quoted):
+                named = 1.0
+                break
+    out = []
+    for c in candidates:
+        k = _kind(c)
+        out.append((*(float(i == k) for i in range(len(ACTION_KINDS))), named))
+    return out
+
+
 def _nearness(task: str, value: str, name: str) -> float:
     tokens = _WORDS.findall(task)
     value_words, name_words = _WORDS.findall(value), set(_WORDS.findall(name))
@@ -195,7 +252,11 @@ class TinyStudent(nn.Module):
             # Made last, so the layers above draw the same initial weights with or without it.
             self.pair_scorer: nn.Module | None = None
             if config.pair_features:
-                width = PAIR_FEATURES + int(config.named_values)
+                width = (
+                    PAIR_FEATURES
+                    + int(config.named_values)
+                    + PAGE_CONTEXT * int(config.page_context)
+                )
                 self.pair_scorer = nn.Sequential(nn.Linear(width, 16), nn.Tanh(), nn.Linear(16, 1))
                 last = self.pair_scorer[2]
                 nn.init.zeros_(last.weight)
@@ -233,16 +294,19 @@ class TinyStudent(nn.Module):
         scores = self.scorer(torch.cat([ho, h_cand, ho * h_cand], dim=-1)).squeeze(-1)
         if self.pair_scorer is not None:
             tasks = [d.observation.split("\n", 1)[0] for d in decisions]
-            named = self.config.named_values
-            feats = torch.tensor(
-                [
-                    pair_features(t, c) + ((named_value(t, c),) if named else ())
-                    for t, d in zip(tasks, decisions, strict=True)
-                    for c in d.candidates
-                ],
-                dtype=scores.dtype,
-            )
+            named, paged = self.config.named_values, self.config.page_context
+            rows: list[tuple[float, ...]] = []
+            for t, d in zip(tasks, decisions, strict=True):
+                page = page_context(t, d.candidates) if paged else [()] * len(d.candidates)
+                rows += [
+                    pair_features(t, c) + ((named_value(t, c),) if named else ()) + p
+                    for c, p in zip(d.candidates, page, strict=True)
+                ]
+            feats = torch.tensor(rows, dtype=scores.dtype)
             scores = scores + self.config.pair_gain * self.pair_scorer(feats).squeeze(-1)
+        if self.config.kind_balance:
+            same = [n for d in decisions for n in kind_counts(d.candidates)]
+            scores = scores - torch.log(torch.tensor(same, dtype=scores.dtype))
         width = max(counts)
         col = torch.cat([torch.arange(c) for c in counts])
         logits = torch.full((len(decisions), width), float("-inf"))
