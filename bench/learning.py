@@ -86,6 +86,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from aios_rl.envs.base import EnvironmentHost
 from aios_rl.envs.browser import generate as browser_split
 from aios_rl.envs.browser.adapter import BrowserRunnerSettings
 from aios_rl.envs.orchestrator import baselines
@@ -99,6 +100,7 @@ from aios_rl.student.base import StudentBackend
 from bench import _common
 from bench._kernel import (
     Settings,
+    Task,
     browser_host,
     on_host,
     shell_rollouts,
@@ -214,18 +216,25 @@ async def measure_browser(s: Settings, log: Callable[[str], None]) -> dict:
         f"({kinds.count('site')} site, {kinds.count('miniwob')} MiniWoB++ held out)"
     )
     async with browser_host("aios-learning-") as host:
-        res = {}
-        for seed in s.seeds:
-            res[str(seed)] = await train_one(
-                seed,
-                s,
-                train,
-                heldout,
-                on_host(host, "browser", [*train, *heldout], s.workers),
-                log,
-            )
-            res[str(seed)]["kinds"] = kinds
-        return res
+        return await every_seed(s, train, heldout, host, "browser", log)
+
+
+async def every_seed(
+    s: Settings,
+    train: Sequence[Task],
+    heldout: Sequence[Task],
+    host: EnvironmentHost,
+    env: str,
+    log: Callable[[str], None],
+) -> dict:
+    """``train_one`` per seed on ``host``; each seed's result notes the held-out tasks' kinds."""
+    res = {}
+    for seed in s.seeds:
+        res[str(seed)] = await train_one(
+            seed, s, train, heldout, on_host(host, env, [*train, *heldout], s.workers), log
+        )
+        res[str(seed)]["kinds"] = [getattr(t, "kind", "") for t in heldout]
+    return res
 
 
 async def measure_orchestrator(s: Settings, log: Callable[[str], None]) -> tuple[dict, dict]:
@@ -241,18 +250,7 @@ async def measure_orchestrator(s: Settings, log: Callable[[str], None]) -> tuple
     )
     refs = references(train, heldout, s.seeds)
     host = OrchestratorHost(runner_settings("orchestrator"))
-    res = {}
-    for seed in s.seeds:
-        res[str(seed)] = await train_one(
-            seed,
-            s,
-            train,
-            heldout,
-            on_host(host, "orchestrator", [*train, *heldout], s.workers),
-            log,
-        )
-        res[str(seed)]["kinds"] = kinds
-    return res, refs
+    return await every_seed(s, train, heldout, host, "orchestrator", log), refs
 
 
 def references(

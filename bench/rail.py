@@ -27,6 +27,11 @@ held-out scoring and the first three arms are ``bench/strategies.py``'s:
 ``rail-no-hindsight``
     The same as ``rail`` with ``RailSettings.hindsight`` off: its context does not carry the
     source rollout's reward and steps left, which only a finished rollout tells.
+``rail-regularized``
+    The same as ``rail`` with the scorer fitted under weight decay
+    (``RailSettings.weight_decay`` = ``REGULARIZED_DECAY``): what the recorded traces suggested
+    (``bench/rail_scorer.py``: unregularized, the scorer's out-of-sample error is twice the
+    prior mean's).
 ``variance``
     The non-learned allocator: 4 base rollouts a task, then the epoch's other 4 x tasks
     rollouts where the predicted reward variance p(1-p) is highest (the VIP / Knapsack-RL idea):
@@ -148,6 +153,7 @@ ARMS = (
     Arm("rail-budget-only", "rail-budget-only", 8, RAIL_BRANCHING),
     Arm("rail-frozen", "rail-frozen", 8, RAIL_BRANCHING),
     Arm("rail-no-hindsight", "rail", 8, RAIL_BRANCHING),
+    Arm("rail-regularized", "rail", 8, RAIL_BRANCHING),
     Arm("variance", "variance", 8),
 )
 RAIL_ARMS = tuple(a.name for a in ARMS if a.strategy in RAIL)
@@ -160,7 +166,13 @@ COLORS = (
     "tab:brown",
     "tab:pink",
     "tab:gray",
+    "tab:olive",
 )
+REGULARIZED_DECAY = 1.0
+"""``rail-regularized``'s scorer weight decay: the lowest of the decays ``bench/rail_scorer.py``
+tried (0.01 to 10) that took the out-of-sample error below the prior mean's on the orchestrator
+traces of a first run (seed 0's rail arm: MAE 0.053 against 0.127 unregularized and 0.059 for
+the prior mean; rank correlation 0.35 against 0.11)."""
 ROLLOUT_SHARE = 0.40
 """Target 1: rail matches uniform-8's held-out success with at most this share of its rollouts."""
 MAE_CUT = 0.40
@@ -170,11 +182,13 @@ MAE_CUT = 0.40
 def rail_settings(arm: Arm, s: Settings) -> RailSettings:
     """The controller settings of an arm: ``rail-frozen`` stops refitting once live;
     ``rail-no-hindsight`` decides without what only a finished rollout tells (its reward and
-    steps left read 0)."""
+    steps left read 0); ``rail-regularized`` fits its scorer under weight decay."""
     if arm.strategy == "rail-frozen":
         return msgspec.structs.replace(s.rail, freeze_after_promotion=True)
     if arm.name == "rail-no-hindsight":
         return msgspec.structs.replace(s.rail, hindsight=False)
+    if arm.name == "rail-regularized":
+        return msgspec.structs.replace(s.rail, weight_decay=REGULARIZED_DECAY)
     return s.rail
 
 
@@ -194,6 +208,7 @@ def arm_label(arm: Arm, s: Settings) -> str:
     regimes = "neutral" if arm.strategy == "rail-budget-only" else "cool/neutral/hot"
     frozen = ", frozen once live" if r.freeze_after_promotion else ""
     blind = "" if r.hindsight else ", no hindsight features"
+    blind += f", scorer weight decay {r.weight_decay:g}" if r.weight_decay else ""
     return (
         f"{arm.name}: M={arm.group_size} N={b.initial} rounds<={b.max_rounds} "
         f"budgets {r.budgets} regimes {regimes}{frozen}{blind}"
@@ -297,9 +312,23 @@ def family_of(task: Task) -> str:
     raise TypeError(f"not a task: {type(task).__name__}")
 
 
-async def measure(s: Settings, log: Callable[[str], None]) -> dict:
+def write_traces(rail: LocalRail, path: Path) -> None:
+    """The traces a controller learned from, in the order it saw them, one ``RailTrace`` (JSON)
+    a line: what ``bench/rail_scorer.py`` refits its scorer on offline."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(msgspec.json.encode(t) + b"\n" for t in rail.traces))
+
+
+async def measure(s: Settings, log: Callable[[str], None], traces: Path | None = None) -> dict:
     """Every arm of every seed (strategies.py's runs); a RAIL arm collects with a controller of
-    its own per seed, driven in process as the RAIL service drives it."""
+    its own per seed, driven in process as the RAIL service drives it. ``traces``: a folder
+    each RAIL arm's traces go to (``<arm>-s<seed>.jsonl``)."""
+
+    def report(rail: LocalRail, tasks: Mapping[str, Task], arm: str) -> dict:
+        if traces is not None:
+            write_traces(rail, traces / f"{arm}-s{rail.controller.seed}.jsonl")
+        return rail_report(rail, {t: family_of(tasks[t]) for t in tasks})
+
     return await strategies.measure(
         s,
         log,
@@ -310,7 +339,7 @@ async def measure(s: Settings, log: Callable[[str], None]) -> dict:
             if spec.rollout_strategy in RAIL
             else None
         ),
-        rail_report=lambda rail, tasks: rail_report(rail, {t: family_of(tasks[t]) for t in tasks}),
+        rail_report=report,
     )
 
 
@@ -607,9 +636,12 @@ def summary(res: dict) -> dict:
     """The issue's named numbers (``rail.json``'s ``summary``): per arm, held-out success with
     its Wilson interval, rollouts and environment steps per seed; ``traces_per_controller``
     (per RAIL arm, mean over seeds); ``rail_minus_uniform8_ci``, ``rail_minus_variance_ci``,
-    ``variance_minus_uniform8_ci`` and ``regime_minus_budget_only_ci`` (paired difference and
+    ``variance_minus_uniform8_ci``, ``regime_minus_budget_only_ci``,
+    ``regularized_minus_rail_ci`` and ``regularized_minus_uniform8_ci`` (paired difference and
     bootstrap 95 % interval, ``[value, low, high]``); ``rollout_share`` (rail's rollouts over
-    uniform-8's); ``online_over_frozen_mae`` (``None`` when the rail arm was never live);
+    uniform-8's, and ``regularized_rollout_share``); ``online_over_frozen_mae`` (``None`` when
+    the rail arm was never live; ``regularized_online_over_frozen_mae`` the same for
+    rail-regularized);
     ``calibration`` per RAIL arm (:func:`calibration` of its out-of-sample predictions)."""
 
     def ci(ours: str, baseline: str) -> list[float]:
@@ -638,12 +670,38 @@ def summary(res: dict) -> dict:
         "rail_minus_variance_ci": ci("rail", "variance"),
         "variance_minus_uniform8_ci": ci("variance", BASELINE),
         "regime_minus_budget_only_ci": ci("rail", "rail-budget-only"),
+        "regularized_minus_rail_ci": ci("rail-regularized", "rail"),
+        "regularized_minus_uniform8_ci": ci("rail-regularized", BASELINE),
+        "regularized_rollout_share": pooled(res, "rail-regularized")["rollouts"]
+        / pooled(res, BASELINE)["rollouts"],
+        "regularized_online_over_frozen_mae": ratio_mae(all_live(res, "rail-regularized")),
         "rollout_share": pooled(res, "rail")["rollouts"] / pooled(res, BASELINE)["rollouts"],
         "calibration": calibrations(res),
-        "online_over_frozen_mae": (
-            live["mae_online"] / live["mae_frozen"] if live["live"] and live["mae_frozen"] else None
-        ),
+        "online_over_frozen_mae": ratio_mae(live),
     }
+
+
+def regularized_note(named: dict) -> str:
+    """What the follow-up arm measured against the issue's targets, in one note."""
+
+    def d(key: str) -> str:
+        v, lo, hi = named[key]
+        return f"{v:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+    mae = named["regularized_online_over_frozen_mae"]
+    return (
+        f"rail-regularized (the scorer under weight decay {REGULARIZED_DECAY:g}, what the traces "
+        f"suggested): minus rail {d('regularized_minus_rail_ci')}, minus {BASELINE} "
+        f"{d('regularized_minus_uniform8_ci')} on {named['regularized_rollout_share']:.1%} of "
+        f"its rollouts; online / frozen MAE "
+        + ("n/a (never live)" if mae is None else f"{mae:.2f}")
+        + "."
+    )
+
+
+def ratio_mae(live: dict) -> float | None:
+    """Online over frozen MAE on the same live traces (``None`` when never live)."""
+    return live["mae_online"] / live["mae_frozen"] if live["live"] and live["mae_frozen"] else None
 
 
 def arm_notes(res: dict) -> list[str]:
@@ -734,6 +792,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the at-scale settings (about 1,000 traces per controller; 16 min to hours by environment); the default "
         "results path gains -scale",
     )
+    scale.add_argument(
+        "--traces",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write every RAIL controller's traces there (<arm>-s<seed>.jsonl, one RailTrace a "
+        "line), for bench/rail_scorer.py",
+    )
     args, s, out = _common.bench_args(
         "rail", __doc__, "~50 s", full=FULL, quick=QUICK, argv=argv,
         parents=[strategies.signal_args(), scale],
@@ -746,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
     s, out = strategies.with_signal(args, s, out)
     console = Console()
     res, machine, elapsed = _common.run(
-        lambda log: measure(s, log), ["torch", "matplotlib"], console
+        lambda log: measure(s, log, args.traces), ["torch", "matplotlib"], console
     )
     print_tables(res, console)
     rows = [row for arm in ARMS if arm.name != BASELINE for row in compare(res, arm.name)]
@@ -765,6 +831,7 @@ def main(argv: list[str] | None = None) -> int:
     notes = [
         *(f"Target {what}: {'MET' if met else 'NOT MET'}. {why}." for what, met, why in checks),
         *arm_notes(res),
+        regularized_note(named),
         f"Ratios: arm / {BASELINE} for held-out success and contrast, {BASELINE} / arm for costs "
         "(rollouts, steps, calls, seconds): above 1, the arm did better or spent less; inf when "
         "the denominator is 0. The last row compares rail with rail-budget-only instead. Every "

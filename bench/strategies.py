@@ -265,12 +265,12 @@ async def measure(
     arms: Sequence[Arm] = ARMS,
     spec_of: Callable[[Arm, int, Settings], CampaignSpec] = arm_spec,
     rail_for: Callable[[CampaignSpec], LocalRail | None] = lambda _spec: None,
-    rail_report: Callable[[LocalRail, Mapping[str, Task]], dict] | None = None,
+    rail_report: Callable[[LocalRail, Mapping[str, Task], str], dict] | None = None,
 ) -> dict:
     """Every arm of every seed, each a ``train_run`` from the seed's initial weights, and the
     untrained student's held-out success per seed. ``rail_for`` gives an arm's spec its RAIL
     controller (``None``: the strategy plans its rounds), ``rail_report`` what a run's
-    controller did (``bench/rail.py``)."""
+    controller did, given it, the tasks and the arm's name (``bench/rail.py``)."""
     torch.set_num_threads(1)
     train, heldout = await env_splits(s.env, s.train_tasks, s.heldout_tasks, log)
     tasks = {t.task_id: t for t in [*train, *heldout]}
@@ -299,7 +299,7 @@ async def measure(
                     teacher=not s.reward_only,
                 )
                 if rail is not None and rail_report is not None:
-                    runs[arm.name]["rail"] = rail_report(rail, tasks)
+                    runs[arm.name]["rail"] = rail_report(rail, tasks, arm.name)
             out[str(seed)] = {"before": before, "arms": runs}
         return out
 

@@ -105,6 +105,11 @@ class RailSettings(msgspec.Struct, frozen=True, kw_only=True):
     refit_every: int = 16
     """Refit the scorer after this many new traces."""
     fit_steps: int = 200
+    """Full-batch Adam steps of each refit."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay of the scorer's fit (AdamW's; 0: plain Adam). Realized gains are
+    small and noisy: an unregularized scorer fits their noise and predicts gains far larger than
+    any it sees (``bench/rail_scorer.py`` measures that on recorded traces)."""
     window: int = 64
     """Promotion and demotion read the sign agreement of this many most recent traces."""
     min_traces: int = 16

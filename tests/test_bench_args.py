@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from bench._common import BENCH_DIR, bench_args
@@ -298,3 +299,23 @@ def test_rail_refuses_scale_with_quick_in_one_line() -> None:
     with pytest.raises(SystemExit) as exc:
         main(["--scale", "--quick"])
     assert str(exc.value) == "--scale and --quick are two runs: choose one"
+
+
+def test_rail_scorer_refuses_a_folder_without_traces_in_one_line(tmp_path: Path) -> None:
+    from bench.rail_scorer import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(tmp_path / "nowhere")])
+    assert str(exc.value) == f"not a folder of traces: {tmp_path / 'nowhere'}"
+    with pytest.raises(SystemExit) as exc:
+        main([str(tmp_path)])
+    assert "no trace files (*.jsonl)" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_rail_regularized_fits_its_scorer_under_weight_decay_and_nothing_else() -> None:
+    from bench.rail import ARMS, FULL, REGULARIZED_DECAY, rail_settings
+
+    arm = {a.name: a for a in ARMS}
+    plain, regular = rail_settings(arm["rail"], FULL), rail_settings(arm["rail-regularized"], FULL)
+    assert regular.weight_decay == REGULARIZED_DECAY > 0 == plain.weight_decay
+    assert msgspec.structs.replace(regular, weight_decay=0.0) == plain

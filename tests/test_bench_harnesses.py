@@ -95,9 +95,17 @@ def test_strategies_quick_trains_every_arm_on_its_rollout_budget(tmp_path: Path)
 def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
     tmp_path: Path,
 ) -> None:
-    out = tmp_path / "rail.md"
+    out, traces = tmp_path / "rail.md", tmp_path / "traces"
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "rail.py"), "--quick", "--out", str(out)],
+        [
+            sys.executable,
+            str(REPO / "bench" / "rail.py"),
+            "--quick",
+            "--out",
+            str(out),
+            "--traces",
+            str(traces),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -117,7 +125,13 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
     uniform_8 = rows["rail: rollouts consumed per seed"]["baseline"]
     assert uniform_8 > 0
     assert rows["uniform-4: rollouts consumed per seed"]["ours"] * 2 == uniform_8
-    rail_arms = ("rail", "rail-budget-only", "rail-frozen", "rail-no-hindsight")
+    rail_arms = (
+        "rail",
+        "rail-budget-only",
+        "rail-frozen",
+        "rail-no-hindsight",
+        "rail-regularized",
+    )
     for arm in rail_arms:
         assert 0 < rows[f"{arm}: rollouts consumed per seed"]["ours"] <= uniform_8
         assert f"{arm}: held-out success after training, pooled" in rows
@@ -143,6 +157,25 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
             assert 0 < rail["traces"] <= rail["decisions"]
             assert rail["actions_state"] == rail["actions_env"]  # every decision counted once
             assert rail["state"]["live_traces"] == rail["own"]["live"]
+    # Every controller's traces, in the order it saw them, and the scorer replayed on them.
+    for seed, run in res["runs"].items():
+        for arm in rail_arms:
+            lines = (traces / f"{arm}-s{seed}.jsonl").read_text().splitlines()
+            assert len(lines) == run["arms"][arm]["rail"]["traces"]
+    scored = tmp_path / "rail_scorer.md"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "rail_scorer.py"), str(traces), "--out", str(scored)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    replayed = json.loads(scored.with_suffix(".json").read_text())["results"]
+    assert set(replayed["files"]) == {f"{arm}-s{seed}" for arm in rail_arms for seed in res["runs"]}
+    pooled = replayed["pooled"]
+    assert pooled["default"]["n"] > 0 and len({q["n"] for q in pooled.values()}) == 1
 
 
 @pytest.mark.slow

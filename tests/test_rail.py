@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 import random
 
+import msgspec
 import pytest
 import torch
 
 from aios_rl.rail import Controller, actions, build_context, candidate_states, realized_gain
+from aios_rl.rail.replay import prior_mean, quality, replay
 from aios_rl.rail.scorer import (
     Scorer,
     agreement,
@@ -284,3 +286,74 @@ def test_the_campaigns_hindsight_switch_reaches_every_context_it_asks_with(hinds
         assert all(z[at("steps_left")] > 0 for z in contexts)
     else:
         assert all(z[at("source_reward")] == z[at("steps_left")] == 0.0 for z in contexts)
+
+
+# -- the scorer replayed offline on recorded traces ------------------------------------------------
+
+
+def _noisy(n: int, seed: int = 0) -> list[RailTrace]:
+    """Traces whose gain is 0.1 x the context's first number plus noise three times as large."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        z = [rng.random() for _ in range(CONTEXT_DIM)]
+        y = 0.1 * z[0] + rng.gauss(0.0, 0.3)
+        out.append(
+            RailTrace(
+                decision_id=f"d{i}", environment="shell", context=z, budget=rng.choice([1, 2, 4]),
+                realized_gain=y,
+            )
+        )  # fmt: skip
+    return out
+
+
+def test_replay_predicts_each_trace_before_learning_from_it_as_the_controller_refits() -> None:
+    s = RailSettings(refit_every=4, fit_steps=10)
+    traces = _noisy(14)
+    pairs = replay(traces, s)
+    assert len(pairs) == 14 - 4  # nothing before the first fit, after trace 4
+    assert [y for _, y in pairs] == [t.realized_gain for t in traces[4:]]
+    # Out of sample: a trace's own gain never moves its prediction (only later ones).
+    changed = [*traces[:9], msgspec.structs.replace(traces[9], realized_gain=9.0), *traces[10:]]
+    again = replay(changed, s)
+    assert [p for p, _ in again[:6]] == [p for p, _ in pairs[:6]]  # up to trace 9 the same
+    assert again[8][0] != pairs[8][0]  # after the refit that read it, predictions moved
+    # As the controller: the same seeds, the same fits, the same predictions.
+    c = Controller("c", s, seed=0)
+    predicted = []
+    for t in traces:
+        if c.meta.scorer_version:
+            predicted.append(c.online.predict([t.context], [[t.budget / 4.0, 1.0, 1.0]])[0])
+        c.observe(t)
+    assert predicted == pytest.approx([p for p, _ in pairs], abs=1e-6)
+
+
+def test_prior_mean_predicts_the_recency_weighted_mean_of_the_gains_before_the_last_refit():
+    traces = [trace(i, 0.0, y) for i, y in enumerate([0.1, 0.3, 0.2, 0.6, 0.0])]
+    s = RailSettings(refit_every=2, half_life=1.0)
+    pairs = prior_mean(traces, s)
+    first = (0.5 * 0.1 + 1.0 * 0.3) / 1.5  # after trace 2: the newest weighs 1, the one before 1/2
+    assert pairs[0] == pytest.approx((first, 0.2)) and pairs[1] == pytest.approx((first, 0.6))
+    w = [0.125, 0.25, 0.5, 1.0]
+    second = sum(wi * y for wi, y in zip(w, [0.1, 0.3, 0.2, 0.6], strict=True)) / sum(w)
+    assert pairs[2] == pytest.approx((second, 0.0))
+
+
+def test_quality_by_hand() -> None:
+    q = quality([(0.0, 0.0), (0.1, 0.02), (0.2, 0.04), (0.3, 0.06)])
+    assert q.slope == pytest.approx(0.2) and q.rank == pytest.approx(1.0)
+    assert q.mae == pytest.approx((0 + 0.08 + 0.16 + 0.24) / 4)
+    assert q.top_lift == pytest.approx(0.06 - 0.03)  # the top quarter: one trace
+    backwards = quality([(0.3, 0.0), (0.2, 0.01), (0.1, 0.02), (0.0, 0.03)])
+    assert backwards.rank == pytest.approx(-1.0) and backwards.slope < 0 < -backwards.top_lift
+    assert quality([(0.1, 0.0), (0.1, 0.2)]).slope == 0.0  # predictions that never vary
+    with pytest.raises(ValueError, match="no predictions"):
+        quality([])
+
+
+def test_weight_decay_shrinks_a_scorer_fitted_on_noise_towards_what_it_can_predict() -> None:
+    traces = _noisy(160, seed=2)
+    plain = quality(replay(traces, RailSettings(refit_every=32)))
+    decayed = quality(replay(traces, RailSettings(refit_every=32, weight_decay=1.0)))
+    assert decayed.spread < plain.spread
+    assert decayed.mae < plain.mae

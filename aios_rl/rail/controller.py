@@ -194,6 +194,7 @@ class Controller:
             half_life=s.half_life,
             steps=s.fit_steps,
             seed=self.seed * 1000 + version,
+            weight_decay=s.weight_decay,
         )
         self.meta = msgspec.structs.replace(
             self.meta, scorer_version=version, fitted_at=self.meta.traces_seen

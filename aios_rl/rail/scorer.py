@@ -115,16 +115,21 @@ def fit(
     steps: int,
     seed: int = 0,
     learning_rate: float = 1e-2,
+    weight_decay: float = 0.0,
 ) -> float:
     """Fit ``scorer`` to the traces (oldest first) with the recency-weighted Huber loss; full
-    batch Adam, seeded; returns the final loss."""
+    batch Adam (AdamW with ``weight_decay`` above 0), seeded; returns the final loss."""
     if not gains:
         return 0.0
     zt = torch.tensor(z, dtype=torch.float32)
     at = torch.tensor(a, dtype=torch.float32)
     yt = torch.tensor(gains, dtype=torch.float32) * GAIN_SCALE
     w = recency_weights(len(gains), half_life)
-    opt = torch.optim.Adam(scorer.parameters(), lr=learning_rate)
+    opt = (
+        torch.optim.AdamW(scorer.parameters(), lr=learning_rate, weight_decay=weight_decay)
+        if weight_decay > 0
+        else torch.optim.Adam(scorer.parameters(), lr=learning_rate)
+    )
     loss = torch.zeros(())
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
