@@ -3,10 +3,11 @@ tasks it never saw as uniform groups of 8, on fewer rollouts, and does its score
 policy it co-evolves with? Shell by default; ``--env orchestrator`` (or ``browser-miniwob``,
 ``browser-sites``) on another environment's splits.
 
-Nine arms, each a fresh tiny student per seed (the same initial weights for every arm of a seed),
+Ten arms (``--arms`` runs a subset; ``uniform-8``, the baseline, is always one), each a fresh
+tiny student per seed (the same initial weights for every arm of a seed),
 trained for the same epochs on the same epoch tasks (the campaign's ``sample_tasks``, seeded by
 (seed, epoch)); the training run (``bench/_kernel.py``'s ``train_run`` on the in-process kernel),
-held-out scoring and the first three arms are ``bench/strategies.py``'s:
+held-out scoring and the first four arms are ``bench/strategies.py``'s:
 
 ``uniform-8``
     GRPO groups of 8 rollouts per task (the baseline every ratio is taken against).
@@ -14,6 +15,8 @@ held-out scoring and the first three arms are ``bench/strategies.py``'s:
     GRPO groups of 4.
 ``entropy``
     ARPO's entropy branching with a budget of 8: 4 base rollouts, then entropy-driven rounds.
+``dapo-filter``
+    DAPO's dynamic sampling: groups of 4, a tied group dropped and a fresh task drawn in its place.
 ``rail``
     A budget of M = 8 rollouts per task: 2 base rollouts, then up to 3 rounds in which the RAIL
     controller (``aios_rl.rail.Controller``) decides per task whether to branch, from which
@@ -63,7 +66,9 @@ Run from the repo root:
 
     .venv/bin/python bench/rail.py            # ~15 min; results in bench/results/rail.md
     .venv/bin/python bench/rail.py --quick    # ~50 s smoke run (one seed, 2 epochs)
-    .venv/bin/python bench/rail.py --env orchestrator --reward-only --scale   # at scale, ~16 min
+    .venv/bin/python bench/rail.py --env orchestrator --reward-only --scale   # at scale, ~21 min
+    .venv/bin/python bench/rail.py --env shell --reward-only --scale --seeds 0 \
+        --arms uniform-8,variance,rail,rail-budget-only,rail-regularized   # a subset, one seed
 """
 
 from __future__ import annotations
@@ -148,7 +153,7 @@ in Chromium, on 2 cores."""
 RAIL_BRANCHING = BranchingSettings(initial=2, max_rounds=3)
 """RAIL's rounds: 2 base rollouts a task, so it may spend as little as 2 of the budget of 8."""
 ARMS = (
-    *(a for a in strategies.ARMS if a.name in ("uniform-8", "uniform-4", "entropy")),
+    *(a for a in strategies.ARMS if a.name in ("uniform-8", "uniform-4", "entropy", "dapo-filter")),
     Arm("rail", "rail", 8, RAIL_BRANCHING),
     Arm("rail-budget-only", "rail-budget-only", 8, RAIL_BRANCHING),
     Arm("rail-frozen", "rail-frozen", 8, RAIL_BRANCHING),
@@ -157,6 +162,41 @@ ARMS = (
     Arm("variance", "variance", 8),
 )
 RAIL_ARMS = tuple(a.name for a in ARMS if a.strategy in RAIL)
+
+
+def arms_of(res: dict) -> tuple[Arm, ...]:
+    """The arms a run measured (all of ``ARMS``, or those ``--arms`` named), in ``ARMS``'s
+    order."""
+    measured = next(iter(res.values()))["arms"]
+    return tuple(a for a in ARMS if a.name in measured)
+
+
+def rail_arms_of(res: dict) -> tuple[str, ...]:
+    """The RAIL arms a run measured."""
+    return tuple(a.name for a in arms_of(res) if a.name in RAIL_ARMS)
+
+
+def has(res: dict, *names: str) -> bool:
+    """Whether the run measured every one of these arms."""
+    measured = {a.name for a in arms_of(res)}
+    return all(n in measured for n in names)
+
+
+def arm_list(text: str) -> tuple[Arm, ...]:
+    """``--arms uniform-8,rail`` -> those arms in ``ARMS``'s order; the baseline is always one
+    (every ratio is taken against it). An unknown name is a one-line usage error."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = {a.name for a in ARMS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown arm(s) {', '.join(unknown)}; the arms are {', '.join(a.name for a in ARMS)}"
+        )
+    if BASELINE not in names:
+        raise argparse.ArgumentTypeError(f"{BASELINE} is the baseline every ratio needs: add it")
+    return tuple(a for a in ARMS if a.name in names)
+
+
 COLORS = (
     "tab:blue",
     "tab:orange",
@@ -167,6 +207,7 @@ COLORS = (
     "tab:pink",
     "tab:gray",
     "tab:olive",
+    "tab:cyan",
 )
 REGULARIZED_DECAY = 1.0
 """``rail-regularized``'s scorer weight decay: the lowest of the decays ``bench/rail_scorer.py``
@@ -319,10 +360,15 @@ def write_traces(rail: LocalRail, path: Path) -> None:
     path.write_bytes(b"".join(msgspec.json.encode(t) + b"\n" for t in rail.traces))
 
 
-async def measure(s: Settings, log: Callable[[str], None], traces: Path | None = None) -> dict:
-    """Every arm of every seed (strategies.py's runs); a RAIL arm collects with a controller of
-    its own per seed, driven in process as the RAIL service drives it. ``traces``: a folder
-    each RAIL arm's traces go to (``<arm>-s<seed>.jsonl``)."""
+async def measure(
+    s: Settings,
+    log: Callable[[str], None],
+    traces: Path | None = None,
+    arms: Sequence[Arm] = ARMS,
+) -> dict:
+    """Every arm (of ``arms``) of every seed (strategies.py's runs); a RAIL arm collects with a
+    controller of its own per seed, driven in process as the RAIL service drives it. ``traces``:
+    a folder each RAIL arm's traces go to (``<arm>-s<seed>.jsonl``)."""
 
     def report(rail: LocalRail, tasks: Mapping[str, Task], arm: str) -> dict:
         if traces is not None:
@@ -332,7 +378,7 @@ async def measure(s: Settings, log: Callable[[str], None], traces: Path | None =
     return await strategies.measure(
         s,
         log,
-        arms=ARMS,
+        arms=arms,
         spec_of=arm_spec,
         rail_for=lambda spec: (
             LocalRail(Controller(spec.campaign_id, spec.rail, seed=spec.seed))
@@ -370,7 +416,7 @@ def print_tables(res: dict, console: Console) -> None:
     success = Table(title="held-out success (before / mid / after training) and training cost")
     for col in ("arm", "seed", "before", "mid", "after", "rollouts", "steps", "wall s"):
         success.add_column(col, justify="left" if col == "arm" else "right")
-    for arm in ARMS:
+    for arm in arms_of(res):
         runs = [(seed, r["before"], r["arms"][arm.name]) for seed, r in res.items()]
         if len(runs) > 1:
             runs.append(("pooled", strategies.before_all(res), pooled(res, arm.name)))
@@ -393,7 +439,7 @@ def print_tables(res: dict, console: Console) -> None:
     hist = Table(title="RAIL actions (budget@temperature, 0 = no branch), seeds pooled")
     for col in ("arm", "by", "where", "actions"):
         hist.add_column(col)
-    for name in RAIL_ARMS:
+    for name in rail_arms_of(res):
         for seed, r in res.items():
             x = r["arms"][name]["rail"]
             st, own = x["state"], x["own"]
@@ -435,7 +481,9 @@ def plot(res: dict, path: Path) -> None:
     fig = Figure(figsize=(7.5, 4.8))
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    for arm, color in zip(ARMS, COLORS, strict=True):
+    for arm, color in zip(ARMS, COLORS, strict=True):  # an arm keeps its colour in a subset
+        if not has(res, arm.name):
+            continue
         xs, ys = [], []
         for r in res.values():
             a = r["arms"][arm.name]
@@ -466,7 +514,7 @@ def plot_mae(res: dict, path: Path) -> None:
     ax = fig.subplots()
     drawn = False
     for (seed, r), color in zip(res.items(), COLORS, strict=False):
-        own = r["arms"]["rail"]["rail"]["own"]
+        own = r["arms"]["rail"]["rail"]["own"] if has(res, "rail") else {"live": 0}
         if not own["live"]:
             continue
         xs = range(1, own["live"] + 1)
@@ -479,7 +527,7 @@ def plot_mae(res: dict, path: Path) -> None:
         ax.text(
             0.5,
             0.5,
-            "no live traces (never promoted)",
+            "no live traces (never promoted)" if has(res, "rail") else "no rail arm in this run",
             ha="center",
             va="center",
             transform=ax.transAxes,
@@ -527,7 +575,7 @@ def calibrations(res: dict) -> dict[str, list[dict]]:
                 for pr in r["arms"][name]["rail"].get("predicted_realized", [])
             ]
         )
-        for name in RAIL_ARMS
+        for name in rail_arms_of(res)
     }
 
 
@@ -559,7 +607,10 @@ def plot_calibration(bins_by_arm: Mapping[str, list[dict]], path: Path) -> None:
 
 
 def rail_rows(res: dict) -> list[_common.Row]:
-    """RAIL arm against rail-budget-only (target 3), in the table beside the arms' rows."""
+    """RAIL arm against rail-budget-only (target 3), in the table beside the arms' rows (none
+    when the run left either out)."""
+    if not has(res, "rail", "rail-budget-only"):
+        return []
     ours, base = pooled(res, "rail"), pooled(res, "rail-budget-only")
     return [
         _common.Row(
@@ -582,7 +633,18 @@ def all_live(res: dict, arm: str) -> dict:
 
 
 def targets(res: dict) -> list[tuple[str, bool, str]]:
-    """The issue's three targets: (what, met, the numbers behind it)."""
+    """The issue's three targets: (what, met, the numbers behind it); not met, and said so,
+    when the run left out an arm a target needs."""
+    if not has(res, "rail", "rail-budget-only"):
+        return [
+            (what, False, "not measured: this run left out rail or rail-budget-only (--arms)")
+            for what in (
+                f"(1) rail matches {BASELINE}'s held-out success with <= {ROLLOUT_SHARE:.0%} of "
+                "its rollouts",
+                f"(2) online MAE at least {MAE_CUT:.0%} below frozen on the same live traces",
+                "(3) rail (budget x regime) above rail-budget-only",
+            )
+        ]
     rail, u8, budget_only = (pooled(res, a) for a in ("rail", BASELINE, "rail-budget-only"))
     share = rail["rollouts"] / u8["rollouts"]
     s_rail, s_u8, s_bo = (statistics.fmean(p["after"]) for p in (rail, u8, budget_only))
@@ -642,14 +704,24 @@ def summary(res: dict) -> dict:
     uniform-8's, and ``regularized_rollout_share``); ``online_over_frozen_mae`` (``None`` when
     the rail arm was never live; ``regularized_online_over_frozen_mae`` the same for
     rail-regularized);
-    ``calibration`` per RAIL arm (:func:`calibration` of its out-of-sample predictions)."""
+    ``calibration`` per RAIL arm (:func:`calibration` of its out-of-sample predictions). A
+    number that needs an arm the run left out (``--arms``) is ``None``."""
 
-    def ci(ours: str, baseline: str) -> list[float]:
+    def ci(ours: str, baseline: str) -> list[float] | None:
+        if not has(res, ours, baseline):
+            return None
         d = paired_difference(pooled(res, baseline)["after"], pooled(res, ours)["after"])
         return [d.value, d.low, d.high]
 
+    def share(arm: str) -> float | None:
+        return (
+            pooled(res, arm)["rollouts"] / pooled(res, BASELINE)["rollouts"]
+            if has(res, arm)
+            else None
+        )
+
     arms = {}
-    for arm in ARMS:
+    for arm in arms_of(res):
         p = pooled(res, arm.name)
         w = wilson(int(sum(p["after"])), len(p["after"]))
         arms[arm.name] = {
@@ -659,12 +731,11 @@ def summary(res: dict) -> dict:
             "steps_sampled": p["steps_sampled"],
             "steps_replayed": p["steps_replayed"],
         }
-    live = all_live(res, "rail")
     return {
         "arms": arms,
         "traces_per_controller": {
             name: statistics.fmean(r["arms"][name]["rail"]["traces"] for r in res.values())
-            for name in RAIL_ARMS
+            for name in rail_arms_of(res)
         },
         "rail_minus_uniform8_ci": ci("rail", BASELINE),
         "rail_minus_variance_ci": ci("rail", "variance"),
@@ -672,12 +743,13 @@ def summary(res: dict) -> dict:
         "regime_minus_budget_only_ci": ci("rail", "rail-budget-only"),
         "regularized_minus_rail_ci": ci("rail-regularized", "rail"),
         "regularized_minus_uniform8_ci": ci("rail-regularized", BASELINE),
-        "regularized_rollout_share": pooled(res, "rail-regularized")["rollouts"]
-        / pooled(res, BASELINE)["rollouts"],
-        "regularized_online_over_frozen_mae": ratio_mae(all_live(res, "rail-regularized")),
-        "rollout_share": pooled(res, "rail")["rollouts"] / pooled(res, BASELINE)["rollouts"],
+        "regularized_rollout_share": share("rail-regularized"),
+        "regularized_online_over_frozen_mae": ratio_mae(all_live(res, "rail-regularized"))
+        if has(res, "rail-regularized")
+        else None,
+        "rollout_share": share("rail"),
         "calibration": calibrations(res),
-        "online_over_frozen_mae": ratio_mae(live),
+        "online_over_frozen_mae": ratio_mae(all_live(res, "rail")) if has(res, "rail") else None,
     }
 
 
@@ -685,9 +757,13 @@ def regularized_note(named: dict) -> str:
     """What the follow-up arm measured against the issue's targets, in one note."""
 
     def d(key: str) -> str:
+        if named[key] is None:
+            return "n/a (an arm left out)"
         v, lo, hi = named[key]
         return f"{v:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
+    if named["regularized_rollout_share"] is None:
+        return "rail-regularized: not in this run (--arms)."
     mae = named["regularized_online_over_frozen_mae"]
     return (
         f"rail-regularized (the scorer under weight decay {REGULARIZED_DECAY:g}, what the traces "
@@ -711,7 +787,7 @@ def arm_notes(res: dict) -> list[str]:
     untrained = wilson(int(sum(strategies.before_all(res))), n).pct()
     base_after = pooled(res, BASELINE)["after"]
     notes = [f"Untrained held-out success (shared by every arm of a seed): {untrained}."]
-    for arm in ARMS:
+    for arm in arms_of(res):
         p = pooled(res, arm.name)
         notes.append(
             f"{arm.name}: held-out success mid {wilson(int(sum(p['mid'])), n).pct()}, after "
@@ -730,7 +806,7 @@ def arm_notes(res: dict) -> list[str]:
                 f"(seed, task): {diff:+.3f}, bootstrap 95 % interval [{low:+.3f}, {high:+.3f}] "
                 f"({verdict})."
             )
-    for name in RAIL_ARMS:
+    for name in rail_arms_of(res):
         for seed, r in res.items():
             x = r["arms"][name]["rail"]
             st, own = x["state"], x["own"]
@@ -769,9 +845,9 @@ def headline(own: dict) -> dict:
     return {k: own[k] for k in keys}
 
 
-def settings_of(s: Settings) -> dict:
+def settings_of(s: Settings, arms: Sequence[Arm] = ARMS) -> dict:
     """The settings line: strategies.py's fields, the RAIL settings that differ from the default,
-    and every arm in words."""
+    and every arm measured in words."""
     default = msgspec.to_builtins(RailSettings())
     rail = {k: v for k, v in msgspec.to_builtins(s.rail).items() if v != default[k]}
     out: dict = {f.name: getattr(s, f.name) for f in fields(s) if f.name != "rail"}
@@ -779,7 +855,7 @@ def settings_of(s: Settings) -> dict:
         **out,
         "seeds": list(s.seeds),
         "rail": rail or "defaults",
-        "arms": [arm_label(a, s) for a in ARMS],
+        "arms": [arm_label(a, s) for a in arms],
     }
 
 
@@ -800,6 +876,14 @@ def main(argv: list[str] | None = None) -> int:
         help="write every RAIL controller's traces there (<arm>-s<seed>.jsonl, one RailTrace a "
         "line), for bench/rail_scorer.py",
     )
+    scale.add_argument(
+        "--arms",
+        type=arm_list,
+        default=ARMS,
+        metavar="A,B",
+        help=f"comma-separated arms to run (default all: {', '.join(a.name for a in ARMS)}); "
+        f"{BASELINE} must be one; with a subset the default results path gains -arms-<n>",
+    )
     args, s, out = _common.bench_args(
         "rail", __doc__, "~50 s", full=FULL, quick=QUICK, argv=argv,
         parents=[strategies.signal_args(), scale],
@@ -810,12 +894,14 @@ def main(argv: list[str] | None = None) -> int:
         s = SCALE if args.seeds is None else replace(SCALE, seeds=args.seeds)
         out = _common.variant_path(args, out, "scale")
     s, out = strategies.with_signal(args, s, out)
+    if len(args.arms) < len(ARMS):
+        out = _common.variant_path(args, out, f"arms-{len(args.arms)}")
     console = Console()
     res, machine, elapsed = _common.run(
-        lambda log: measure(s, log, args.traces), ["torch", "matplotlib"], console
+        lambda log: measure(s, log, args.traces, args.arms), ["torch", "matplotlib"], console
     )
     print_tables(res, console)
-    rows = [row for arm in ARMS if arm.name != BASELINE for row in compare(res, arm.name)]
+    rows = [row for arm in args.arms if arm.name != BASELINE for row in compare(res, arm.name)]
     rows += rail_rows(res)
     _common.print_rows(f"rail: each arm vs {BASELINE}", rows, "arm", BASELINE, console)
     png, mae_png = out.with_suffix(".png"), out.with_name(f"{out.stem}_mae.png")
@@ -873,7 +959,7 @@ def main(argv: list[str] | None = None) -> int:
         ours="arm",
         baseline=BASELINE,
         machine=machine,
-        settings=settings_of(s),
+        settings=settings_of(s, args.arms),
         notes=notes,
         elapsed_s=elapsed,
     )

@@ -319,3 +319,53 @@ def test_rail_regularized_fits_its_scorer_under_weight_decay_and_nothing_else() 
     plain, regular = rail_settings(arm["rail"], FULL), rail_settings(arm["rail-regularized"], FULL)
     assert regular.weight_decay == REGULARIZED_DECAY > 0 == plain.weight_decay
     assert msgspec.structs.replace(regular, weight_decay=0.0) == plain
+
+
+def test_rail_arms_option_keeps_arms_order_and_refuses_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench.rail import ARMS, arm_list, main
+
+    assert [a.name for a in arm_list("rail, uniform-8")] == ["uniform-8", "rail"]
+    assert "dapo-filter" in {a.name for a in ARMS}
+    for bad, said in (
+        ("uniform-8,ralf", "unknown arm(s) ralf"),
+        ("rail,variance", "uniform-8 is the baseline every ratio needs"),
+    ):
+        with pytest.raises(SystemExit):
+            main(["--arms", bad])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert said in err[-1], err
+
+
+def _fake_run(after: list[float], rollouts: float, rail: bool = False) -> dict:
+    from bench.strategies import COUNTS
+
+    run = {k: 0.0 for k in COUNTS} | {"rollouts": rollouts, "mid": after, "after": after}
+    if rail:
+        own = {"live": 2, "errors_online": [0.1, 0.1], "errors_frozen": [0.2, 0.2]}
+        run["rail"] = {"traces": 10, "predicted_realized": [[0.1, 0.0]], "own": own}
+    return run
+
+
+def test_rail_summary_of_a_subset_names_what_it_could_not_measure() -> None:
+    from bench.rail import regularized_note, summary, targets
+
+    res = {
+        "0": {
+            "before": [0.0] * 4,
+            "arms": {
+                "uniform-8": _fake_run([0.0, 1.0, 0.0, 1.0], 64.0),
+                "rail": _fake_run([1.0, 1.0, 0.0, 1.0], 32.0, rail=True),
+            },
+        }
+    }
+    named = summary(res)
+    assert set(named["arms"]) == {"uniform-8", "rail"}
+    assert named["rollout_share"] == 0.5 and named["online_over_frozen_mae"] == 0.5
+    assert named["rail_minus_uniform8_ci"][0] == 0.25
+    assert named["regime_minus_budget_only_ci"] is None
+    assert named["regularized_rollout_share"] is None
+    assert named["traces_per_controller"] == {"rail": 10}
+    assert regularized_note(named) == "rail-regularized: not in this run (--arms)."
+    assert all(not met and "not measured" in why for _, met, why in targets(res))
