@@ -63,17 +63,20 @@ class TinyConfig:
     page_context: bool = False
     """Eight more relational inputs (:func:`page_context`): the candidate's kind of action (click,
     fill, select, scroll down, scroll up, Enter, back) and whether any element the page offers to
-    click is one the task names by its whole name. With them the scorer can learn *when* to
-    scroll or move on (nothing named here yet) rather than *what* to click: the steps the task
-    does not name. Off by default: measured on site flows first; checkpoints from before it load
-    with it off."""
+    click is one the task names by its whole name. They are meant to let the scorer learn *when*
+    to scroll or move on (nothing named here yet) rather than *what* to click: the steps the task
+    does not name. Measured on site flows (``rl+action-kinds``), it did not carry to held-out
+    templates. Off by default; checkpoints from before it load with it off."""
     kind_balance: bool = False
     """Each candidate's logit less the log of how many candidates of its kind
     (:data:`ACTION_KINDS`, the rest one kind) the decision offers: the policy picks a kind of
     action, then one of that kind. A form offers every quoted value in every textbox (80 fills
     beside one ``scroll down``), so without it a student that knows nothing types nearly every
-    step and never explores the rest. A fixed term: it changes the untrained policy (measure it
-    with the same setting) and nothing to learn. Off by default; checkpoints keep it."""
+    step and never explores the rest. A kind the decision offers once (``scroll down``,
+    ``go back``, ``press Enter``) is never discounted, so a near-greedy untrained student with it
+    on mostly scrolls, goes back or presses Enter. A fixed term: it changes the untrained policy
+    (measure it with the same setting) and nothing to learn. Off by default; checkpoints keep
+    it."""
     pair_gain: float = 5.0
     """What the relational head's score is multiplied by: its five inputs drive one score
     among the n-gram scorer's 2 M weights, and an optimiser step moves every weight by about
