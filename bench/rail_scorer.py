@@ -200,6 +200,14 @@ def notes_of(res: dict, files: Sequence[Path]) -> list[str]:
     return notes
 
 
+def changed(candidate: RailSettings | None) -> dict | str:
+    """What a candidate changes in the default settings (the settings line names only that)."""
+    if candidate is None:
+        return "prior mean"
+    default, ours = msgspec.to_builtins(RailSettings()), msgspec.to_builtins(candidate)
+    return {k: v for k, v in ours.items() if v != default[k]}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     own = argparse.ArgumentParser(add_help=False)
@@ -219,9 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = {
         "traces": str(args.traces),
         "files": [p.name for p in files],
-        "candidates": {
-            k: "prior mean" if v is None else msgspec.to_builtins(v) for k, v in CANDIDATES.items()
-        },
+        "default": msgspec.to_builtins(RailSettings()),
+        "candidates": {k: changed(v) for k, v in CANDIDATES.items()},
     }
     _common.report(
         console,

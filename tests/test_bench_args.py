@@ -369,3 +369,11 @@ def test_rail_summary_of_a_subset_names_what_it_could_not_measure() -> None:
     assert named["traces_per_controller"] == {"rail": 10}
     assert regularized_note(named) == "rail-regularized: not in this run (--arms)."
     assert all(not met and "not measured" in why for _, met, why in targets(res))
+
+
+def test_rail_scorer_settings_line_names_only_what_a_candidate_changes() -> None:
+    from bench.rail_scorer import CANDIDATES, changed
+
+    assert changed(CANDIDATES["default"]) == {}
+    assert changed(CANDIDATES["decay 1, steps 50"]) == {"weight_decay": 1.0, "fit_steps": 50}
+    assert changed(None) == "prior mean"
