@@ -906,11 +906,15 @@ def main(argv: list[str] | None = None) -> int:
     _common.print_rows(f"rail: each arm vs {BASELINE}", rows, "arm", BASELINE, console)
     png, mae_png = out.with_suffix(".png"), out.with_name(f"{out.stem}_mae.png")
     plot(res, png)
-    plot_mae(res, mae_png)
     calibration_png = out.with_name(f"{out.stem}_calibration.png")
     named = summary(res)
-    plot_calibration(named["calibration"], calibration_png)
-    console.print(f"wrote {png}, {mae_png} and {calibration_png}")
+    scorer_plots = has(res, "rail")  # without the rail arm there is no scorer to draw
+    if scorer_plots:
+        plot_mae(res, mae_png)
+        plot_calibration(named["calibration"], calibration_png)
+        console.print(f"wrote {png}, {mae_png} and {calibration_png}")
+    else:
+        console.print(f"wrote {png} (no rail arm: no scorer plots)")
     checks = targets(res)
     for what, met, why in checks:
         console.print(f"{what}: {'[green]MET' if met else '[red]NOT MET'}[/] ({why})")
@@ -946,10 +950,15 @@ def main(argv: list[str] | None = None) -> int:
         "Wall time was measured on a shared 2-core machine (another developer was running tests; "
         "see the load averages above): compare it between the arms of this run only.",
         f"Plots: {png.name}, held-out success (mean over seeds, each seed's points faint) against "
-        f"cumulative rollouts consumed at 0, mid-training and the end; {mae_png.name}, the rail "
-        "arm's running MAE over its live traces, online (solid) vs frozen (dashed), per seed; "
-        f"{calibration_png.name}, each RAIL arm's out-of-sample predicted gain against the "
-        "realized gain, in 5 bins of its predictions (the dotted diagonal: a calibrated scorer).",
+        "cumulative rollouts consumed at 0, mid-training and the end"
+        + (
+            f"; {mae_png.name}, the rail arm's running MAE over its live traces, online (solid) "
+            f"vs frozen (dashed), per seed; {calibration_png.name}, each RAIL arm's "
+            "out-of-sample predicted gain against the realized gain, in 5 bins of its "
+            "predictions (the dotted diagonal: a calibrated scorer)."
+            if scorer_plots
+            else " (no rail arm in this run: no scorer plots)."
+        ),
     ]
     _common.report(
         console,
