@@ -135,6 +135,8 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
     for arm in rail_arms:
         assert 0 < rows[f"{arm}: rollouts consumed per seed"]["ours"] <= uniform_8
         assert f"{arm}: held-out success after training, pooled" in rows
+    assert "dapo-filter: held-out success after training, pooled" in rows
+    assert res["summary"]["arms"]["dapo-filter"]["rollouts"] > 0
     # The variance allocator spends exactly uniform-8's rollouts, in other places.
     assert rows["variance: rollouts consumed per seed"]["ours"] == uniform_8
     assert len(res["targets"]) == 3 and all(isinstance(t["met"], bool) for t in res["targets"])
