@@ -368,6 +368,13 @@ def test_rail_summary_of_a_subset_names_what_it_could_not_measure() -> None:
     assert named["regularized_rollout_share"] is None
     assert named["traces_per_controller"] == {"rail": 10}
     assert regularized_note(named) == "rail-regularized: not in this run (--arms)."
+    # With rail but not rail-budget-only: targets 1 and 2 are measured, 3 is not.
+    (_, met1, why1), (_, met2, why2), (_, met3, why3) = targets(res)
+    assert not met1 and "50.0% of the rollouts" in why1
+    assert met2 and "+50% below" in why2
+    assert not met3 and "not measured" in why3
+    # Without rail, no target is measured.
+    del res["0"]["arms"]["rail"]
     assert all(not met and "not measured" in why for _, met, why in targets(res))
 
 
