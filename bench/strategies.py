@@ -112,6 +112,9 @@ class Settings:
     benchmarks were first measured)."""
     env: str = "shell"
     """The environment trained and held out on (``--env``: one of ``BENCH_ENVS``)."""
+    student: str = "tiny"
+    """The student's backend: ``tiny``, or ``lm`` (SmolLM2-135M-Instruct with a LoRA adapter,
+    ``bench/rail.py --student lm``), which learns from reward with :data:`LM_RECIPE`."""
 
 
 REWARD_RECIPE = {"distill_coef": 0.0, "self_imitation": True, "progress_coef": 1.0}
@@ -126,6 +129,19 @@ REWARD_RECIPES = {
 """Per environment, the reward-only row of ``bench/results/learning_rl.md`` that learnt most:
 the ``rl`` recipe on shell and orchestrator (and site flows, where none learnt), GRPO alone on
 MiniWoB++."""
+
+
+LM_RECIPE = {"distill_coef": 0.0, "update_epochs": 1, "minibatch_size": 16}
+"""The lm student's reward-only trainer (``bench/learning.py --student lm``'s): GRPO alone, one
+pass over an epoch's samples in minibatches of 16 (a decision's forward and backward pass takes
+seconds on two CPU cores: the default four passes of 64 took ~25 min an epoch and 20 GB)."""
+
+
+def recipe_of(s: Settings) -> dict:
+    """The trainer fields a run's students learn with, over the campaign's defaults."""
+    if not s.reward_only:
+        return ORACLE_DISTILL
+    return LM_RECIPE if s.student == "lm" else REWARD_RECIPES[s.env]
 
 
 def signal_args() -> argparse.ArgumentParser:
@@ -156,8 +172,8 @@ def with_signal(args: argparse.Namespace, s: Settings, out: Path) -> tuple[Setti
     """The settings and results path of ``--env`` (its learning rate from
     :data:`LEARNING_RATES`) and ``--reward-only`` (``--out`` given: that path)."""
     env = getattr(args, "env", "shell")
-    if env != "shell":
-        lr = LEARNING_RATES.get(env, s.learning_rate)
+    if env != "shell":  # the lm student's settings carry their own learning rate
+        lr = LEARNING_RATES.get(env, s.learning_rate) if s.student == "tiny" else s.learning_rate
         s = replace(s, env=env, learning_rate=lr)
         out = _common.variant_path(args, out, env)
     if not args.reward_only:
@@ -168,7 +184,7 @@ def with_signal(args: argparse.Namespace, s: Settings, out: Path) -> tuple[Setti
 def signal_of(s: Settings) -> str:
     """What the students of a run learn from, in words (every results file says it)."""
     if s.reward_only:
-        if REWARD_RECIPES[s.env] != REWARD_RECIPE:
+        if recipe_of(s).get("self_imitation") != REWARD_RECIPE["self_imitation"]:
             return "environment reward only (no teacher, nothing distilled): GRPO alone"
         return (
             "environment reward only (no teacher, nothing distilled): GRPO + self-imitation of "
@@ -228,7 +244,7 @@ def arm_spec(arm: Arm, seed: int, s: Settings) -> CampaignSpec:
         trainer=TrainerSettings(
             learning_rate=s.learning_rate,
             seed=seed,
-            **(REWARD_RECIPES[s.env] if s.reward_only else ORACLE_DISTILL),
+            **recipe_of(s),
         ),
         seed=seed,
         reference_runs=0,
@@ -266,24 +282,42 @@ async def measure(
     spec_of: Callable[[Arm, int, Settings], CampaignSpec] = arm_spec,
     rail_for: Callable[[CampaignSpec], LocalRail | None] = lambda _spec: None,
     rail_report: Callable[[LocalRail, Mapping[str, Task], str], dict] | None = None,
+    earlier: Mapping[str, dict] | None = None,
+    on_arm: Callable[[dict], None] | None = None,
 ) -> dict:
     """Every arm of every seed, each a ``train_run`` from the seed's initial weights, and the
     untrained student's held-out success per seed. ``rail_for`` gives an arm's spec its RAIL
     controller (``None``: the strategy plans its rounds), ``rail_report`` what a run's
-    controller did, given it, the tasks and the arm's name (``bench/rail.py``)."""
-    torch.set_num_threads(1)
+    controller did, given it, the tasks and the arm's name (``bench/rail.py``).
+
+    ``earlier``: the runs of an earlier measurement with the same settings (``{seed: {"before",
+    "arms"}}``); its untrained scores and the arms it measured are kept, not run again (each arm
+    is its own run from the seed's initial weights, so a long measurement may be made in
+    pieces). ``on_arm`` is called with everything measured so far after each arm."""
+    torch.set_num_threads(1 if s.student == "tiny" else 2)  # lm: its passes dominate
     train, heldout = await env_splits(s.env, s.train_tasks, s.heldout_tasks, log)
     tasks = {t.task_id: t for t in [*train, *heldout]}
     async with env_hosts(s.env, list(tasks.values()), s.workers) as rollouts_for:
         out: dict = {}
         for seed in s.seeds:
             torch.manual_seed(seed)
-            weights = new_student("tiny", seed=seed).to_bytes()
-            async with rollouts_for(LocalPolicy(load_student(weights))) as rollouts:
-                before, _ = await score(rollouts, heldout, "before")
-            log(f"seed {seed}: untrained held-out success {statistics.fmean(before):.0%}")
+            weights = new_student(s.student, seed=seed).to_bytes()
+            prior = (earlier or {}).get(str(seed), {})
+            if "before" in prior:
+                before = prior["before"]
+                kept = " (kept from the earlier run)"
+            else:
+                async with rollouts_for(LocalPolicy(load_student(weights))) as rollouts:
+                    before, _ = await score(rollouts, heldout, "before")
+                kept = ""
+            log(f"seed {seed}: untrained held-out success {statistics.fmean(before):.0%}{kept}")
             runs: dict = {}
+            out[str(seed)] = {"before": before, "arms": runs}
             for arm in arms:
+                if arm.name in prior.get("arms", {}):
+                    runs[arm.name] = prior["arms"][arm.name]
+                    log(f"seed {seed} {arm.name}: kept from the earlier run")
+                    continue
                 spec = spec_of(arm, seed, s)
                 rail = rail_for(spec)
                 runs[arm.name] = await train_run(
@@ -300,7 +334,8 @@ async def measure(
                 )
                 if rail is not None and rail_report is not None:
                     runs[arm.name]["rail"] = rail_report(rail, tasks, arm.name)
-            out[str(seed)] = {"before": before, "arms": runs}
+                if on_arm is not None:
+                    on_arm(out)
         return out
 
 
@@ -530,8 +565,8 @@ def main(argv: list[str] | None = None) -> int:
         "distilled again), one update per epoch with the trainer service's configuration; dapo-filter's "
         "tied groups are left out of the update. Evaluation: one near-greedy (T=0.1) episode per "
         "held-out task, seeded; the same seeds for every arm.",
-        "Wall time was measured on a shared 2-core machine (another developer was running tests; "
-        "see the load averages above): compare it between the arms of this run only.",
+        "Wall time is the machine's at the time (2 cores, the load averages above): compare it "
+        "between the arms of one run only.",
         f"Plot: {png.name}, held-out success (mean over seeds, each seed's points faint) against "
         "cumulative rollouts consumed, at 0, mid-training and the end.",
     ]

@@ -384,3 +384,84 @@ def test_rail_scorer_settings_line_names_only_what_a_candidate_changes() -> None
     assert changed(CANDIDATES["default"]) == {}
     assert changed(CANDIDATES["decay 1, steps 50"]) == {"weight_decay": 1.0, "fit_steps": 50}
     assert changed(None) == "prior mean"
+
+
+def test_rail_resume_keeps_only_a_run_of_the_same_settings() -> None:
+    from bench.rail import ARMS, QUICK, kept_note, resumable, settings_of
+
+    settings = settings_of(QUICK, ARMS)
+    runs = {"0": {"before": [0.0, 1.0], "arms": {"uniform-8": _fake_run([1.0, 1.0], 16.0)}}}
+    payload = json.loads(json.dumps({"settings": settings, "runs": runs}))
+    assert resumable(payload, settings) == runs
+    # Other arms are fine (each arm is its own run); other settings are not.
+    assert resumable(payload, settings_of(QUICK, ARMS[:2])) == runs
+    other = json.loads(json.dumps({**payload, "settings": {**settings, "epochs": 9}}))
+    with pytest.raises(ValueError, match="epochs 9 there, 2 here"):
+        resumable(other, settings)
+    more = {**payload, "runs": {**runs, "7": runs["0"]}}
+    with pytest.raises(ValueError, match=r"seed\(s\) 7"):
+        resumable(more, settings)
+    with pytest.raises(ValueError, match=r"not a bench/rail\.py results file"):
+        resumable({"rows": []}, settings)
+    note = kept_note(runs, ARMS, "x.json")
+    assert note is not None and "seed 0: uniform-8" in note
+
+
+def test_rail_resume_of_a_missing_or_broken_file_is_a_one_line_error(tmp_path: Path) -> None:
+    from bench.rail import main
+
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    for path in (tmp_path / "missing.json", broken):
+        with pytest.raises(SystemExit) as e:
+            main(["--quick", "--resume", str(path)])
+        assert str(e.value).startswith(f"--resume {path}: ") and "\n" not in str(e.value)
+
+
+def test_rail_student_lm_refuses_what_it_cannot_run_in_one_line() -> None:
+    from bench.rail import main
+
+    for argv, said in (
+        (["--student", "lm", "--reward-only", "--scale"], "drop --scale"),
+        (["--student", "lm", "--env", "orchestrator"], "add --reward-only"),
+        (["--student", "lm", "--reward-only", "--env", "browser-miniwob"], "not browser-miniwob"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert said in str(e.value) and "\n" not in str(e.value)
+
+
+def test_rail_lm_arms_learn_with_the_lm_recipe_at_its_own_learning_rate() -> None:
+    import argparse
+
+    from bench.rail import ARMS, LM, arm_spec
+    from bench.strategies import LM_RECIPE, signal_of, with_signal
+
+    args = argparse.Namespace(env="orchestrator", reward_only=True, out=None)
+    s, out = with_signal(args, LM, Path("bench/results/rail-lm.md"))
+    assert out == Path("bench/results/rail-lm-orchestrator-reward-only.md")
+    assert (s.student, s.learning_rate) == ("lm", 5e-4)  # not the tiny student's orchestrator 1e-3
+    trainer = arm_spec(ARMS[0], 0, s).trainer
+    assert {k: getattr(trainer, k) for k in LM_RECIPE} == LM_RECIPE
+    assert not trainer.self_imitation and "GRPO alone" in signal_of(s)
+
+
+def test_rail_subset_does_not_overwrite_a_run_of_other_arms(tmp_path: Path) -> None:
+    from bench.rail import ARMS, QUICK, arm_list, other_arms, settings_of
+
+    out = tmp_path / "rail-arms-2.md"
+    assert other_arms(out, arm_list("uniform-8,rail")) is None  # nothing there yet
+    run = {"settings": settings_of(QUICK, arm_list("uniform-8,dapo-filter"))}
+    out.with_suffix(".json").write_text(json.dumps(run))
+    assert other_arms(out, arm_list("uniform-8,rail")) == "uniform-8, dapo-filter"
+    assert other_arms(out, arm_list("dapo-filter,uniform-8")) is None  # a re-run of the same
+    assert other_arms(out, ARMS) is not None
+
+
+def test_learning_rl_minilm_lever_trains_the_minilm_student() -> None:
+    from aios_rl.student.minilm import MiniLMStudent
+    from bench.learning_rl import SITE_LEVERS, VARIANTS, student_of
+
+    assert student_of(VARIANTS["rl"]) is None  # the default tiny student
+    make = student_of(SITE_LEVERS["rl+minilm"])
+    assert make is not None and isinstance(make(0), MiniLMStudent)

@@ -159,6 +159,40 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
             assert 0 < rail["traces"] <= rail["decisions"]
             assert rail["actions_state"] == rail["actions_env"]  # every decision counted once
             assert rail["state"]["live_traces"] == rail["own"]["live"]
+    assert not out.with_suffix(".partial.json").exists()  # the finished run is in rail.json
+    # --resume keeps what an earlier run measured and runs only the rest (uniform-4 here).
+    earlier = {"settings": res["settings"], "runs": json.loads(json.dumps(res["runs"]))}
+    for run in earlier["runs"].values():
+        del run["arms"]["uniform-4"]
+    (tmp_path / "earlier.json").write_text(json.dumps(earlier))
+    again = tmp_path / "resumed.md"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "rail.py"),
+            "--quick",
+            "--arms",
+            "uniform-8,uniform-4,rail",
+            "--resume",
+            str(tmp_path / "earlier.json"),
+            "--out",
+            str(again),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    resumed = json.loads(again.with_suffix(".json").read_text())
+    for seed, run in resumed["runs"].items():
+        assert set(run["arms"]) == {"uniform-8", "uniform-4", "rail"}
+        assert run["before"] == res["runs"][seed]["before"]
+        for arm in ("uniform-8", "rail"):  # kept as measured, not run again
+            assert run["arms"][arm] == res["runs"][seed]["arms"][arm]
+        assert run["arms"]["uniform-4"]["rollouts"] * 2 == run["arms"]["uniform-8"]["rollouts"]
+    assert any(n.startswith("Resumed from") for n in resumed["notes"])
     # Every controller's traces, in the order it saw them, and the scorer replayed on them.
     for seed, run in res["runs"].items():
         for arm in rail_arms:
