@@ -13,19 +13,24 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def run_bench(script: str, *argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``bench/<script> argv...`` from the repo root, its output captured."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=REPO,
+    )
+
+
 @pytest.mark.slow
 def test_fuzz_quick_every_poison_message_is_dead_lettered_and_nothing_dies(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "fuzz.md"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "fuzz.py"), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO,
-    )
+    done = run_bench("fuzz.py", "--quick", "--out", str(out))
     assert out.exists(), done.stdout + done.stderr
     res = json.loads(out.with_suffix(".json").read_text())
     assert res["sent"] > 0 and res["dead_lettered"] == res["sent"], res["not_dead_lettered"]
@@ -41,14 +46,7 @@ def test_fuzz_quick_every_poison_message_is_dead_lettered_and_nothing_dies(
 @pytest.mark.slow
 def test_chaos_quick_kills_the_server_and_the_campaign_and_loses_nothing(tmp_path: Path) -> None:
     out = tmp_path / "chaos.md"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "chaos.py"), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        cwd=REPO,
-    )
+    done = run_bench("chaos.py", "--quick", "--out", str(out), timeout=900)
     assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
     res = json.loads(out.with_suffix(".json").read_text())
     victims = {k["victim"] for k in res["kills"]}
@@ -64,14 +62,7 @@ def test_strategies_quick_trains_every_arm_on_its_rollout_budget(tmp_path: Path)
     # On the orchestrator from reward alone (the rail test below runs shell with the oracle).
     out = tmp_path / "strategies.md"
     argv = ["--quick", "--env", "orchestrator", "--reward-only", "--out", str(out)]
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "strategies.py"), *argv],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO,
-    )
+    done = run_bench("strategies.py", *argv)
     assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
     assert done.returncode == 0, done.stdout[-2000:]
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -96,22 +87,7 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
     tmp_path: Path,
 ) -> None:
     out, traces = tmp_path / "rail.md", tmp_path / "traces"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "rail.py"),
-            "--quick",
-            "--out",
-            str(out),
-            "--traces",
-            str(traces),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO,
-    )
+    done = run_bench("rail.py", "--quick", "--out", str(out), "--traces", str(traces))
     assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
     assert done.returncode == 0, done.stdout[-2000:]
     for png in (
@@ -166,23 +142,15 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
         del run["arms"]["uniform-4"]
     (tmp_path / "earlier.json").write_text(json.dumps(earlier))
     again = tmp_path / "resumed.md"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "rail.py"),
-            "--quick",
-            "--arms",
-            "uniform-8,uniform-4,rail",
-            "--resume",
-            str(tmp_path / "earlier.json"),
-            "--out",
-            str(again),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO,
+    done = run_bench(
+        "rail.py",
+        "--quick",
+        "--arms",
+        "uniform-8,uniform-4,rail",
+        "--resume",
+        str(tmp_path / "earlier.json"),
+        "--out",
+        str(again),
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     resumed = json.loads(again.with_suffix(".json").read_text())
@@ -199,14 +167,7 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
             lines = (traces / f"{arm}-s{seed}.jsonl").read_text().splitlines()
             assert len(lines) == run["arms"][arm]["rail"]["traces"]
     scored = tmp_path / "rail_scorer.md"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "rail_scorer.py"), str(traces), "--out", str(scored)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO,
-    )
+    done = run_bench("rail_scorer.py", str(traces), "--out", str(scored))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     replayed = json.loads(scored.with_suffix(".json").read_text())["results"]
     assert set(replayed["files"]) == {f"{arm}-s{seed}" for arm in rail_arms for seed in res["runs"]}
@@ -219,14 +180,7 @@ def test_phase_de_quick_trains_every_student_on_the_same_budget_and_scores_all_t
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "phase_de.md"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "phase_de.py"), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO,
-    )
+    done = run_bench("phase_de.py", "--quick", "--out", str(out))
     assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
     assert done.returncode == 0, done.stdout[-2000:]
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -273,14 +227,7 @@ def _quick(
     the bench must exit 0 (a bench whose exit status is a timing target's verdict passes
     ``False``: targets live in the benchmarks, not in tests)."""
     out = tmp_path / f"{bench}.md"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / f"{bench}.py"), "--quick", *extra, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=REPO,
-    )
+    done = run_bench(f"{bench}.py", "--quick", *extra, "--out", str(out), timeout=timeout)
     assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
     assert done.returncode == 0 or not exit_zero, done.stdout[-2000:]
     return json.loads(out.with_suffix(".json").read_text())
