@@ -26,8 +26,10 @@ teacher (``rl``: the recipe alone).
 soon as it is typed, not once its form is sent): what was tried to make reward alone generalise, at the same budget:
 step-level credit from the environment's progress measure (``rl+progress``: the tests' state
 after each edit, ``progress_coef`` 1), episodes that offer each read once per state of the code
-(``/no-repeat-reads``: no loop of ``show`` or ``run the tests``), and both. ``--variants a,b``
-runs some of a run's variants.
+(``/no-repeat-reads``: no loop of ``show`` or ``run the tests``), and both. On browser-sites
+the levers also change the student: relational features (``rl+named-values``,
+``rl+action-kinds``) and a pretrained one (``rl+minilm``: the minilm student, a frozen
+all-MiniLM-L6-v2 encoder under a trained head). ``--variants a,b`` runs some of a run's variants.
 
 The loop is the product's, in one process (the in-process kernel, ``aios_rl.local``, through
 ``bench/_kernel.py``'s ``train_one``), **with the comparison gate on**: every epoch also runs 2
