@@ -1052,7 +1052,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Ratios: arm / {BASELINE} for held-out success and contrast, {BASELINE} / arm for costs "
         "(rollouts, steps, calls, seconds): above 1, the arm did better or spent less; inf when "
         "the denominator is 0. The last row compares rail with rail-budget-only instead. Every "
-        "arm was measured in the same run, on the same seeds, initial weights and epoch tasks.",
+        "arm was measured on the same seeds, initial weights and epoch tasks"
+        + (" (the kept ones by the run resumed from)." if earlier else ", in this run."),
         f"{len(res)} seed(s) x {s.heldout_tasks} held-out tasks: held-out success is a small "
         "sample; read it with the Wilson and paired bootstrap intervals. Nothing here is claimed "
         "beyond these numbers.",
