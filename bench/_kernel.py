@@ -65,6 +65,7 @@ from services.sites.settings import SitesSettings
 from services.teacher_oracle.logic import garble, judge, judge_browser, judge_orchestrator
 
 __all__ = [
+    "LM_TRAINER",
     "ORACLE",
     "ORACLE_DISTILL",
     "RolloutsFor",
@@ -335,6 +336,17 @@ class Settings:
     """Sampling temperature of the training rollouts (the campaign's regime); held-out
     scoring is near-greedy (0.1) whatever this is."""
 
+
+LM_TRAINER = {"distill_coef": 0.0, "update_epochs": 1, "minibatch_size": 16}
+"""The lm student's reward-only trainer (``bench/learning.py --student lm``, ``bench/rail.py
+--student lm``). Reward only: no distillation toward teacher hints. One pass over each epoch's
+samples in minibatches of 16 (proximal log-probs recomputed first): a decision's forward and
+backward pass takes ~2.7 s on two cores at SmolLM2's ~180-token orchestrator prompts, so the
+trainer's default four passes in minibatches of 64 took ~25 min an epoch and 20 GB. A step's 16
+decisions pass through the model 4 at a time, gradients accumulated (the lm student's
+``micro_batch_size``): a shell decision, a ~430-token prompt and a dozen candidate edits, holds
+over a gigabyte of activations through its backward pass; 16 at once outgrew the machine's 24 GB
+and the first shell run was OOM-killed."""
 
 ORACLE_DISTILL = {"distill_coef": 0.5}
 """How the learning benchmarks on main were measured: the oracle's hints distilled at weight 0.5

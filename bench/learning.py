@@ -99,6 +99,7 @@ from aios_rl.student import new_student
 from aios_rl.student.base import StudentBackend
 from bench import _common
 from bench._kernel import (
+    LM_TRAINER,
     Settings,
     Task,
     browser_host,
@@ -559,16 +560,6 @@ LM_QUICK = {
     )
     for env in LM_FULL
 }  # fmt: skip
-LM_TRAINER = {"distill_coef": 0.0, "update_epochs": 1, "minibatch_size": 16}
-"""(A step's 16 decisions pass through the model 4 at a time, gradients accumulated: the lm
-student's ``micro_batch_size``. A shell decision, a ~430-token prompt and a dozen candidate
-edits, holds over a gigabyte of activations through its backward pass; 16 at once outgrew the
-machine's 24 GB and the first shell run was OOM-killed.)"""
-"""Reward only: no distillation toward teacher hints (the oracle still judges, its hints weigh 0).
-One pass over each epoch's samples in minibatches of 16 (proximal log-probs recomputed first):
-a decision's forward and backward pass takes ~2.7 s on two cores at SmolLM2's ~180-token
-orchestrator prompts, so the trainer's default four passes in minibatches of 64 took ~25 min an
-epoch and 20 GB."""
 
 
 async def measure_lm(

@@ -82,7 +82,7 @@ import json
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 sys.path.insert(
@@ -439,6 +439,9 @@ def resumable(payload: Mapping, settings: Mapping) -> dict:
     if not isinstance(theirs, Mapping) or not isinstance(runs, Mapping):
         raise ValueError("not a bench/rail.py results file (no settings and runs)")
     ours = json.loads(json.dumps(settings))  # tuples -> lists, as the file holds them
+    # A field added since that run was made (``student``) held its default there.
+    defaults = {f.name: f.default for f in fields(Settings) if f.default is not MISSING}
+    theirs = json.loads(json.dumps({**defaults, **theirs}))
     differ = sorted(k for k in {*ours, *theirs} - {"arms", "seeds"} if ours.get(k) != theirs.get(k))
     if differ:
         detail = ", ".join(f"{k} {theirs.get(k)!r} there, {ours.get(k)!r} here" for k in differ)

@@ -72,6 +72,7 @@ from aios_rl.student import load_student, new_student
 from bench import _common
 from bench._kernel import (
     BENCH_ENVS,
+    LM_TRAINER,
     ORACLE_DISTILL,
     Task,
     env_hosts,
@@ -114,7 +115,7 @@ class Settings:
     """The environment trained and held out on (``--env``: one of ``BENCH_ENVS``)."""
     student: str = "tiny"
     """The student's backend: ``tiny``, or ``lm`` (SmolLM2-135M-Instruct with a LoRA adapter,
-    ``bench/rail.py --student lm``), which learns from reward with :data:`LM_RECIPE`."""
+    ``bench/rail.py --student lm``), which learns from reward with :data:`LM_TRAINER`."""
 
 
 REWARD_RECIPE = {"distill_coef": 0.0, "self_imitation": True, "progress_coef": 1.0}
@@ -131,17 +132,11 @@ the ``rl`` recipe on shell and orchestrator (and site flows, where none learnt),
 MiniWoB++."""
 
 
-LM_RECIPE = {"distill_coef": 0.0, "update_epochs": 1, "minibatch_size": 16}
-"""The lm student's reward-only trainer (``bench/learning.py --student lm``'s): GRPO alone, one
-pass over an epoch's samples in minibatches of 16 (a decision's forward and backward pass takes
-seconds on two CPU cores: the default four passes of 64 took ~25 min an epoch and 20 GB)."""
-
-
 def recipe_of(s: Settings) -> dict:
     """The trainer fields a run's students learn with, over the campaign's defaults."""
     if not s.reward_only:
         return ORACLE_DISTILL
-    return LM_RECIPE if s.student == "lm" else REWARD_RECIPES[s.env]
+    return LM_TRAINER if s.student == "lm" else REWARD_RECIPES[s.env]
 
 
 def signal_args() -> argparse.ArgumentParser:

@@ -434,15 +434,16 @@ def test_rail_student_lm_refuses_what_it_cannot_run_in_one_line() -> None:
 def test_rail_lm_arms_learn_with_the_lm_recipe_at_its_own_learning_rate() -> None:
     import argparse
 
+    from bench._kernel import LM_TRAINER
     from bench.rail import ARMS, LM, arm_spec
-    from bench.strategies import LM_RECIPE, signal_of, with_signal
+    from bench.strategies import signal_of, with_signal
 
     args = argparse.Namespace(env="orchestrator", reward_only=True, out=None)
     s, out = with_signal(args, LM, Path("bench/results/rail-lm.md"))
     assert out == Path("bench/results/rail-lm-orchestrator-reward-only.md")
     assert (s.student, s.learning_rate) == ("lm", 5e-4)  # not the tiny student's orchestrator 1e-3
     trainer = arm_spec(ARMS[0], 0, s).trainer
-    assert {k: getattr(trainer, k) for k in LM_RECIPE} == LM_RECIPE
+    assert {k: getattr(trainer, k) for k in LM_TRAINER} == LM_TRAINER
     assert not trainer.self_imitation and "GRPO alone" in signal_of(s)
 
 
@@ -465,3 +466,15 @@ def test_learning_rl_minilm_lever_trains_the_minilm_student() -> None:
     assert student_of(VARIANTS["rl"]) is None  # the default tiny student
     make = student_of(SITE_LEVERS["rl+minilm"])
     assert make is not None and isinstance(make(0), MiniLMStudent)
+
+
+def test_rail_resume_reads_a_results_file_older_than_a_settings_field() -> None:
+    from bench.rail import ARMS, QUICK, resumable, settings_of
+
+    settings = settings_of(QUICK, ARMS)
+    older = {k: v for k, v in settings.items() if k != "student"}  # made before --student
+    runs = {"0": {"before": [0.0], "arms": {}}}
+    assert resumable(json.loads(json.dumps({"settings": older, "runs": runs})), settings) == runs
+    lm = {**older, "student": "lm"}
+    with pytest.raises(ValueError, match="student 'lm' there, 'tiny' here"):
+        resumable(json.loads(json.dumps({"settings": lm, "runs": runs})), settings)
