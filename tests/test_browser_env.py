@@ -364,3 +364,36 @@ async def test_going_back_from_the_first_page_stays_on_the_site(sites: Sites) ->
         assert any("would leave the site" in e for e in env.events)
     finally:
         await env.close()
+
+
+async def test_a_page_slower_than_an_action_still_opens(sites: Sites) -> None:
+    """A page load is not an action: with a one-second action timeout (the ``sites`` host's), a
+    page that takes longer than that to answer still opens, as it must on a busy machine."""
+    import http.server
+    import threading
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            threading.Event().wait(1.6)  # answers after the action timeout has passed
+            body = b"<html><body><p id='x'>late</p></body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    assert sites.host.settings.action_timeout_s < 1.6
+    context = await sites.host._new_context()
+    try:
+        page = await context.new_page()
+        await page.goto(f"http://127.0.0.1:{server.server_address[1]}/", wait_until="load")
+        assert await page.text_content("#x") == "late"
+    finally:
+        await context.close()
+        server.shutdown()
+        server.server_close()

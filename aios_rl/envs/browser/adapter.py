@@ -191,6 +191,12 @@ class BrowserHost:
             viewport={"width": 1024, "height": 768}, **miniwob.CONTEXT_OPTIONS
         )
         context.set_default_timeout(self.settings.action_timeout_s * 1000)
+        # Opening an episode's page is not an action: a short action timeout (one second in the
+        # tests, where a click under a banner should fail fast) must not fail a page load on a
+        # busy machine, so navigations wait as long as a page may take to settle.
+        context.set_default_navigation_timeout(
+            max(self.settings.action_timeout_s, self.settings.settle_timeout_s) * 1000
+        )
         return context
 
     async def open(self, task: BrowserTask, *, seed: int, max_steps: int) -> BrowserEnv:
