@@ -104,6 +104,15 @@ class Row:
         return self.baseline / self.ours if self.ours else float("inf")
 
 
+def agentbench_dir() -> Path:
+    """AgentBench's data folder (``dbbench/<split>.jsonl``, ``os_interaction/data/...``):
+    ``$AGENTBENCH_DIR``, else a copy kept beside the checkout (``../shared/agentbench-dev``
+    from the repository's parent). The data is not shipped in the repository."""
+    return Path(
+        os.environ.get("AGENTBENCH_DIR") or BENCH_DIR.parent.parent / "shared" / "agentbench-dev"
+    )
+
+
 def median(values: Iterable[float]) -> float:
     """The median of ``values`` (the summary we report across repeats)."""
     return statistics.median(list(values))

@@ -8,6 +8,7 @@ kernel's; nothing here runs an episode."""
 from __future__ import annotations
 
 import contextlib
+import random
 import statistics
 import time
 import uuid
@@ -19,6 +20,8 @@ import msgspec
 import torch
 
 from aios_rl.bus import connect, provision
+from aios_rl.envs.agentbench.db import load_db_tasks
+from aios_rl.envs.agentbench.db_adapter import DbHost, DbRunnerSettings
 from aios_rl.envs.base import EnvironmentHost
 from aios_rl.envs.browser import generate as browser_split
 from aios_rl.envs.browser.adapter import BrowserHost, BrowserRunnerSettings
@@ -45,6 +48,7 @@ from aios_rl.student import load_student, new_student
 from aios_rl.student.base import StudentBackend
 from bench import _common
 from contracts import (
+    AgentBenchDbTask,
     BrowserTask,
     CampaignSpec,
     DecodingRegime,
@@ -65,6 +69,7 @@ from services.sites.settings import SitesSettings
 from services.teacher_oracle.logic import garble, judge, judge_browser, judge_orchestrator
 
 __all__ = [
+    "LM_BENCH_ENVS",
     "LM_TRAINER",
     "ORACLE",
     "ORACLE_DISTILL",
@@ -72,6 +77,7 @@ __all__ = [
     "Settings",
     "Task",
     "Teacher",
+    "agentbench_db_splits",
     "environment_of",
     "on_host",
     "score",
@@ -83,7 +89,7 @@ __all__ = [
     "train_run",
 ]
 
-Task = ShellTask | BrowserTask | OrchestratorTask
+Task = ShellTask | BrowserTask | OrchestratorTask | AgentBenchDbTask
 RolloutsFor = Callable[[LocalPolicy], contextlib.AbstractAsyncContextManager[Rollouts]]
 """Rollouts (the kernel's) of one student on its environment's host, for the length of a run."""
 
@@ -97,6 +103,8 @@ def environment_of(task: Task) -> str:
             return "browser"
         case OrchestratorTask():
             return "orchestrator"
+        case AgentBenchDbTask():
+            return "agentbench_db"
     raise TypeError(f"not a built-in task: {type(task).__name__}")
 
 
@@ -469,6 +477,33 @@ def shell_splits(
 
 BENCH_ENVS = ("shell", "orchestrator", "browser-sites", "browser-miniwob")
 """The environments the learning benchmarks train on (the browser's two kinds apart)."""
+LM_BENCH_ENVS = ("agentbench_db",)
+"""Environments only a student that writes text acts on (free-text actions, no candidates):
+AgentBench's DB bench, its dev split (``$AGENTBENCH_DIR``; see :func:`agentbench_db_splits`)."""
+
+
+def agentbench_db_splits(
+    train_tasks: int, heldout_tasks: int, log: Callable[[str], None]
+) -> tuple[list[AgentBenchDbTask], list[AgentBenchDbTask]]:
+    """AgentBench DB's dev split (the only one on this machine) cut in two disjoint parts: a
+    seeded shuffle (seed 0) of its tasks, the first ``train_tasks`` labelled ``train``, the next
+    ``heldout_tasks`` ``heldout``. Raises ``ValueError`` when the data is missing or too small."""
+    path = _common.agentbench_dir() / "dbbench" / "dev.jsonl"
+    if not path.is_file():
+        raise ValueError(
+            f"no AgentBench DB tasks at {path}: set AGENTBENCH_DIR to AgentBench's data folder"
+        )
+    tasks = sorted(load_db_tasks(path, "dev"), key=lambda t: t.task_id)
+    if train_tasks + heldout_tasks > len(tasks):
+        raise ValueError(
+            f"{path} holds {len(tasks)} tasks, fewer than {train_tasks} train + "
+            f"{heldout_tasks} held-out"
+        )
+    random.Random(0).shuffle(tasks)
+    train = [msgspec.structs.replace(t, split="train") for t in tasks[:train_tasks]]
+    held = tasks[train_tasks : train_tasks + heldout_tasks]
+    log(f"AgentBench DB dev: {len(train)} train and {len(held)} held-out of {len(tasks)} tasks")
+    return train, [msgspec.structs.replace(t, split="heldout") for t in held]
 
 
 async def env_splits(
@@ -476,9 +511,13 @@ async def env_splits(
 ) -> tuple[list, list]:
     """The train and held-out tasks of ``env`` (seed 0): ``shell``, ``orchestrator``,
     ``browser-sites`` or ``browser-miniwob`` (a browser kind's alone; MiniWoB++'s train tasks with
-    the oracle's paths, :func:`solved`). Raises ``ValueError`` for another name."""
-    if env not in BENCH_ENVS:
-        raise ValueError(f"unknown environment {env!r} (known: {', '.join(BENCH_ENVS)})")
+    the oracle's paths, :func:`solved`), ``agentbench_db`` (:func:`agentbench_db_splits`).
+    Raises ``ValueError`` for another name."""
+    if env not in (*BENCH_ENVS, *LM_BENCH_ENVS):
+        known = ", ".join((*BENCH_ENVS, *LM_BENCH_ENVS))
+        raise ValueError(f"unknown environment {env!r} (known: {known})")
+    if env == "agentbench_db":
+        return agentbench_db_splits(train_tasks, heldout_tasks, log)
     if env == "shell":
         return shell_splits(train_tasks, heldout_tasks, log)
     if env == "orchestrator":
@@ -527,6 +566,13 @@ async def env_hosts(
         return
     if env == "orchestrator":
         yield on_host(OrchestratorHost(runner_settings("orchestrator")), env, tasks, workers)
+        return
+    if env == "agentbench_db":  # one MariaDB server, a database of its own per episode
+        db = DbHost(DbRunnerSettings(nats_url=""))
+        try:
+            yield on_host(db, env, tasks, workers)
+        finally:
+            await db.aclose()
         return
     async with browser_host("aios-learning-rl-", browser) as host:
         yield on_host(host, "browser", tasks, workers)

@@ -35,7 +35,7 @@ from aios_rl.envs.agentbench.images import image_root
 from aios_rl.envs.agentbench.machine import Machine
 from aios_rl.envs.agentbench.os import load_os_tasks
 from aios_rl.envs.agentbench.verify import Check, verify_db, verify_os
-from bench._common import BENCH_DIR, command_line, machine_info
+from bench._common import BENCH_DIR, agentbench_dir, command_line, machine_info
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dir",
         type=Path,
-        default=os.environ.get("AGENTBENCH_DIR")
-        or BENCH_DIR.parent.parent / "shared" / "agentbench-dev",
+        default=agentbench_dir(),
         help="AgentBench's data folder (dbbench/<split>.jsonl)",
     )
     parser.add_argument("--split", default="dev")

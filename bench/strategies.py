@@ -72,6 +72,7 @@ from aios_rl.student import load_student, new_student
 from bench import _common
 from bench._kernel import (
     BENCH_ENVS,
+    LM_BENCH_ENVS,
     LM_TRAINER,
     ORACLE_DISTILL,
     Task,
@@ -144,10 +145,11 @@ def signal_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument(
         "--env",
-        choices=BENCH_ENVS,
+        choices=(*BENCH_ENVS, *LM_BENCH_ENVS),
         default="shell",
-        help="the environment trained and held out on (default shell); another's default "
-        "results path gains -<env>",
+        help="the environment trained and held out on (default shell; agentbench_db, AgentBench "
+        "DB's dev split from $AGENTBENCH_DIR, with --student lm); another's default results "
+        "path gains -<env>",
     )
     parser.add_argument(
         "--reward-only",
@@ -167,6 +169,8 @@ def with_signal(args: argparse.Namespace, s: Settings, out: Path) -> tuple[Setti
     """The settings and results path of ``--env`` (its learning rate from
     :data:`LEARNING_RATES`) and ``--reward-only`` (``--out`` given: that path)."""
     env = getattr(args, "env", "shell")
+    if env in LM_BENCH_ENVS and s.student != "lm":
+        raise SystemExit(f"{env}'s actions are free text: only --student lm acts on it")
     if env != "shell":  # the lm student's settings carry their own learning rate
         lr = LEARNING_RATES.get(env, s.learning_rate) if s.student == "tiny" else s.learning_rate
         s = replace(s, env=env, learning_rate=lr)

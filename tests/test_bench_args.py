@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -373,6 +374,19 @@ def test_rail_summary_of_a_subset_names_what_it_could_not_measure() -> None:
     assert not met1 and "50.0% of the rollouts" in why1
     assert met2 and "+50% below" in why2
     assert not met3 and "not measured" in why3
+    # A baseline that learned nothing has nothing to match: rail at its 0 % on a quarter of
+    # the rollouts is not target 1 met.
+    flat = {
+        "0": {
+            "before": [0.0] * 4,
+            "arms": {
+                "uniform-8": _fake_run([0.0] * 4, 64.0),
+                "rail": _fake_run([0.0] * 4, 16.0, rail=True),
+            },
+        }
+    }
+    (_, met1, why1), *_ = targets(flat)
+    assert not met1 and "learned nothing" in why1 and "25.0% of the rollouts" in why1
     # Without rail, no target is measured.
     del res["0"]["arms"]["rail"]
     assert all(not met and "not measured" in why for _, met, why in targets(res))
@@ -425,6 +439,7 @@ def test_rail_student_lm_refuses_what_it_cannot_run_in_one_line() -> None:
         (["--student", "lm", "--reward-only", "--scale"], "drop --scale"),
         (["--student", "lm", "--env", "orchestrator"], "add --reward-only"),
         (["--student", "lm", "--reward-only", "--env", "browser-miniwob"], "not browser-miniwob"),
+        (["--reward-only", "--env", "agentbench_db"], "only --student lm acts on it"),
     ):
         with pytest.raises(SystemExit) as e:
             main(argv)
@@ -478,3 +493,30 @@ def test_rail_resume_reads_a_results_file_older_than_a_settings_field() -> None:
     lm = {**older, "student": "lm"}
     with pytest.raises(ValueError, match="student 'lm' there, 'tiny' here"):
         resumable(json.loads(json.dumps({"settings": lm, "runs": runs})), settings)
+
+
+def test_agentbench_db_splits_are_disjoint_seeded_and_labelled(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The lm student's AgentBench DB runs: the dev split cut in a train and a held-out part
+    that share no task, the same on every call, each task labelled with its part."""
+    from bench._kernel import agentbench_db_splits, env_splits
+
+    mini = Path(__file__).parent / "fixtures" / "agentbench"
+    monkeypatch.setenv("AGENTBENCH_DIR", str(tmp_path))
+    (tmp_path / "dbbench").mkdir()
+    lines = (mini / "dbbench" / "mini.jsonl").read_text().splitlines()
+    (tmp_path / "dbbench" / "dev.jsonl").write_text("\n".join(lines) + "\n")
+    n = len(lines)
+    said: list[str] = []
+    train, held = agentbench_db_splits(n - 2, 2, said.append)
+    assert len(train) == n - 2 and len(held) == 2 and said
+    assert not {t.task_id for t in train} & {t.task_id for t in held}
+    assert {t.split for t in train} == {"train"} and {t.split for t in held} == {"heldout"}
+    again = agentbench_db_splits(n - 2, 2, said.append)
+    assert [t.task_id for t in again[1]] == [t.task_id for t in held]
+    with pytest.raises(ValueError, match="fewer than"):
+        agentbench_db_splits(n, 1, said.append)
+    monkeypatch.setenv("AGENTBENCH_DIR", str(tmp_path / "none"))
+    with pytest.raises(ValueError, match="AGENTBENCH_DIR"):
+        asyncio.run(env_splits("agentbench_db", 1, 1, said.append))
