@@ -169,3 +169,34 @@ def test_the_cli_offers_lm_and_says_when_its_wheel_is_missing(
     monkeypatch.setenv(SOURCE_PATH_ENV, str(tmp_path / "nowhere.gguf"))
     with pytest.raises(CliError, match=r"--student lm: .*does not exist"):
         check_student(argparse.Namespace(student="lm", model_path=None))
+
+
+@pytest.mark.slow
+def test_the_bench_kernel_plays_agentbench_db_turns_the_lm_student_writes(lm: LMStudent) -> None:
+    """``bench/rail.py --student lm --env agentbench_db``'s path: the kernel's rollouts on the
+    benchmarks' AgentBench DB host (a MariaDB database of the episode's own), each turn the text
+    the lm student wrote, with the tokens it learns from."""
+    import asyncio
+
+    from aios_rl.envs.agentbench.db import load_db_tasks
+    from aios_rl.local import LocalPolicy, eval_jobs
+    from bench._kernel import env_hosts, environment_of
+
+    mini = Path(__file__).parent / "fixtures" / "agentbench" / "dbbench" / "mini.jsonl"
+    tasks = load_db_tasks(mini)[:1]
+
+    async def play() -> list[Episode]:
+        async with env_hosts("agentbench_db", tasks, 1) as rollouts_for:
+            async with rollouts_for(LocalPolicy(lm)) as rollouts:
+                return await rollouts.run(eval_jobs(tasks, environment_of, "db"))
+
+    (ep,) = asyncio.run(play())
+    assert ep.environment == "agentbench_db" and ep.task_id == tasks[0].task_id
+    assert ep.outcome in ("success", "failure"), ep.outcome
+    assert ep.trajectory and not ep.trajectory[0].candidates
+    first = ep.trajectory[0]
+    assert (
+        first.action.strip()
+        and first.token_ids
+        and len(first.token_logprobs) == len(first.token_ids)
+    )
