@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -77,6 +78,7 @@ __all__ = [
     "Settings",
     "Task",
     "Teacher",
+    "agentbench_db_file",
     "agentbench_db_splits",
     "environment_of",
     "on_host",
@@ -482,17 +484,24 @@ LM_BENCH_ENVS = ("agentbench_db",)
 AgentBench's DB bench, its dev split (``$AGENTBENCH_DIR``; see :func:`agentbench_db_splits`)."""
 
 
+def agentbench_db_file() -> Path:
+    """AgentBench DB's dev split, ``dbbench/dev.jsonl`` under :func:`_common.agentbench_dir`.
+    Raises ``ValueError`` (one line) when it is not there."""
+    path = _common.agentbench_dir() / "dbbench" / "dev.jsonl"
+    if not path.is_file():
+        raise ValueError(
+            f"no AgentBench DB tasks at {path}: set AGENTBENCH_DIR to AgentBench's data folder"
+        )
+    return path
+
+
 def agentbench_db_splits(
     train_tasks: int, heldout_tasks: int, log: Callable[[str], None]
 ) -> tuple[list[AgentBenchDbTask], list[AgentBenchDbTask]]:
     """AgentBench DB's dev split (the only one on this machine) cut in two disjoint parts: a
     seeded shuffle (seed 0) of its tasks, the first ``train_tasks`` labelled ``train``, the next
     ``heldout_tasks`` ``heldout``. Raises ``ValueError`` when the data is missing or too small."""
-    path = _common.agentbench_dir() / "dbbench" / "dev.jsonl"
-    if not path.is_file():
-        raise ValueError(
-            f"no AgentBench DB tasks at {path}: set AGENTBENCH_DIR to AgentBench's data folder"
-        )
+    path = agentbench_db_file()
     tasks = sorted(load_db_tasks(path, "dev"), key=lambda t: t.task_id)
     if train_tasks + heldout_tasks > len(tasks):
         raise ValueError(

@@ -100,8 +100,9 @@ from aios_rl.rail import Controller, label
 from aios_rl.rail.scorer import agreement
 from aios_rl.rollouts import RAIL
 from aios_rl.stats import paired_difference, wilson
+from aios_rl.student.lm import LM_DEFAULTS
 from bench import _common, strategies
-from bench._kernel import Task
+from bench._kernel import Task, agentbench_db_file
 from bench.strategies import BASELINE, Arm, compare, pooled
 from contracts import (
     AgentBenchDbTask,
@@ -177,7 +178,8 @@ def lm_note(env: str) -> str:
     """What a results file says of the lm student on ``env``."""
     acts = (
         "it writes each turn's text (SQL, or its final answer) itself, sampled in process "
-        "(at most 48 new tokens a turn), and learns from the tokens it wrote"
+        f"(at most {LM_DEFAULTS['max_new_tokens']} new tokens a turn), and learns from the "
+        "tokens it wrote"
         if env == "agentbench_db"
         else "it scores the environment's candidates in process"
     )
@@ -1038,6 +1040,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("--student lm learns from reward alone: add --reward-only")
         if args.env not in LM_ENVS:
             raise SystemExit(f"--student lm acts on {' or '.join(LM_ENVS)}, not {args.env}")
+        if args.env == "agentbench_db":
+            try:
+                agentbench_db_file()
+            except ValueError as e:
+                raise SystemExit(f"--env agentbench_db: {e}") from None
         s = replace(LM_QUICK if args.quick else LM, seeds=args.seeds or LM.seeds)
         out = _common.variant_path(args, out, "lm")
     s, out = strategies.with_signal(args, s, out)

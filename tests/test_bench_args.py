@@ -444,6 +444,15 @@ def test_rail_student_lm_refuses_what_it_cannot_run_in_one_line() -> None:
         with pytest.raises(SystemExit) as e:
             main(argv)
         assert said in str(e.value) and "\n" not in str(e.value)
+    with pytest.MonkeyPatch.context() as mp:  # AgentBench's data is not where it is looked for
+        mp.setenv("AGENTBENCH_DIR", "/nonexistent")
+        argv, said = (
+            ["--student", "lm", "--reward-only", "--env", "agentbench_db"],
+            "AGENTBENCH_DIR",
+        )
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert said in str(e.value) and "\n" not in str(e.value)
 
 
 def test_rail_lm_arms_learn_with_the_lm_recipe_at_its_own_learning_rate() -> None:
