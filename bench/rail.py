@@ -763,23 +763,22 @@ def targets(res: dict) -> list[tuple[str, bool, str]]:
         f"({rail['rollouts']:.0f} vs {u8['rollouts']:.0f} per seed)"
     )
     if s_u8 <= s_before:  # nothing to match: spending nothing would "match" it
-        out = [
+        met1, why1 = (
+            False,
             (
-                whats[0],
-                False,
                 f"not measurable: {BASELINE} learned nothing (untrained {s_before:.1%}, trained "
-                f"{s_u8:.1%}), so matching it with fewer rollouts shows nothing; {numbers}",
-            )
-        ]
+                f"{s_u8:.1%}), so matching it with fewer rollouts shows nothing; {numbers}"
+            ),
+        )
     else:
-        out = [
+        met1, why1 = (
+            share <= ROLLOUT_SHARE and s_rail >= s_u8,
             (
-                whats[0],
-                share <= ROLLOUT_SHARE and s_rail >= s_u8,
-                f"{numbers}; counted as met only when the share is within the bound and the "
-                "point estimate is at least the baseline's",
-            )
-        ]
+                f"{numbers}; counted as met only when the share is within the bound and the point "
+                "estimate is at least the baseline's"
+            ),
+        )
+    out = [(whats[0], met1, why1)]
     if live["live"]:
         on, fr = live["mae_online"], live["mae_frozen"]
         cut = 1 - on / fr if fr else 0.0

@@ -206,14 +206,16 @@ async def until_every_service(
 
 
 def agentbench_dev_dir() -> Path:
-    """AgentBench's dev splits: ``$AGENTBENCH_DEV_DIR``, else a copy the machine keeps outside
-    the checkout (the two paths below); a missing path when none exists (the tests that need it
-    skip)."""
+    """AgentBench's dev splits: ``$AGENTBENCH_DEV_DIR``, else where the benchmarks look
+    (``bench/_common.py::agentbench_dir``: ``$AGENTBENCH_DIR`` or a copy beside the checkout),
+    else the machine's copy; a missing path when none exists (the tests that need it skip)."""
     import os
+
+    from bench._common import agentbench_dir
 
     candidates = (
         Path(os.environ.get("AGENTBENCH_DEV_DIR", "/nonexistent")),
-        Path(__file__).parents[2] / "shared" / "agentbench-dev",
+        agentbench_dir(),
         Path("/work/shared/agentbench-dev"),
     )
     return next((p for p in candidates if p.is_dir()), Path("/nonexistent"))
