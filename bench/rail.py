@@ -70,6 +70,7 @@ Run from the repo root:
     .venv/bin/python bench/rail.py --env shell --reward-only --scale --seeds 0 \
         --arms uniform-8,variance,rail,rail-budget-only,rail-regularized   # a subset, one seed
     .venv/bin/python bench/rail.py ... --resume bench/results/<run>.partial.json  # keep its arms
+    .venv/bin/python bench/rail.py ... --resume <a>.json --resume <b>.json  # the arms of both
     .venv/bin/python bench/rail.py --student lm --reward-only --env orchestrator \
         --arms uniform-8,rail   # the language-model student at its small budget (~20 min)
 """
@@ -481,11 +482,49 @@ def other_arms(out: Path, arms: Sequence[Arm]) -> str | None:
     return None if names == [a.name for a in arms] else ", ".join(names)
 
 
-def kept_note(earlier: Mapping[str, dict], arms: Sequence[Arm], source: str) -> str | None:
-    """Which seeds and arms came from the earlier run ``--resume`` named."""
+def merged_runs(
+    sources: Sequence[tuple[str, Mapping[str, dict]]],
+) -> tuple[dict[str, dict], dict[str, dict[str, str]]]:
+    """The runs of several earlier results files of the same settings (``--resume`` given more
+    than once), from ``(name, resumable runs)`` pairs: per seed, the arms of all of them, an arm
+    measured in more than one taken from the first that has it; and, per seed and arm, the name
+    of the file it came from. The untrained scores of a seed must be the same in every file that
+    has them (they are, for one setting); otherwise a ValueError."""
+    out: dict[str, dict] = {}
+    origins: dict[str, dict[str, str]] = {}
+    for name, runs in sources:
+        for seed, run in runs.items():
+            have = out.setdefault(seed, {"arms": {}})
+            if "before" in run:
+                if "before" in have and have["before"] != run["before"]:
+                    raise ValueError(
+                        f"{name}: seed {seed}'s untrained held-out scores differ from those of "
+                        "the file before it (not one setting's runs)"
+                    )
+                have["before"] = run["before"]
+            for arm, measured in run.get("arms", {}).items():
+                if arm not in have["arms"]:
+                    have["arms"][arm] = measured
+                    origins.setdefault(seed, {})[arm] = name
+    return out, origins
+
+
+def kept_note(
+    earlier: Mapping[str, dict],
+    arms: Sequence[Arm],
+    source: str,
+    origins: Mapping[str, Mapping[str, str]] | None = None,
+) -> str | None:
+    """Which seeds and arms came from the earlier run(s) ``--resume`` named (``source``); with
+    ``origins`` (``merged_runs``'s, several files), each kept arm names its file."""
     names = {a.name for a in arms}
+    several = origins is not None and len({n for o in origins.values() for n in o.values()}) > 1
+
+    def kept_arm(seed: str, arm: str) -> str:
+        return f"{arm} (from {origins[seed][arm]})" if several and origins else arm
+
     kept = [
-        f"seed {seed}: {', '.join(a for a in run.get('arms', {}) if a in names) or 'untrained scores only'}"
+        f"seed {seed}: {', '.join(kept_arm(seed, a) for a in run.get('arms', {}) if a in names) or 'untrained scores only'}"
         for seed, run in earlier.items()
     ]
     if not kept:
@@ -1018,10 +1057,12 @@ def main(argv: list[str] | None = None) -> int:
     scale.add_argument(
         "--resume",
         type=Path,
+        action="append",
         default=None,
         metavar="JSON",
         help="an earlier run of the same settings (its .json, or the .partial.json a stopped run "
-        "left): its arms are kept and only the rest run",
+        "left): its arms are kept and only the rest run; given more than once, the arms of all "
+        "(an arm in several from the first that has it)",
     )
     args, s, out = _common.bench_args(
         "rail", __doc__, "~50 s", full=FULL, quick=QUICK, argv=argv,
@@ -1051,12 +1092,19 @@ def main(argv: list[str] | None = None) -> int:
         out = _common.variant_path(args, out, f"arms-{len(args.arms)}")
         if args.out is None and (clash := other_arms(out, args.arms)):
             raise SystemExit(f"{out} holds a run of other arms ({clash}): name another with --out")
-    earlier = None
+    earlier, origins = None, None
     if args.resume is not None:
+        sources = []
+        for path in args.resume:
+            try:
+                runs = resumable(json.loads(path.read_text()), settings_of(s, args.arms))
+            except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+                raise SystemExit(f"--resume {path}: {e}") from None
+            sources.append((str(path), runs))
         try:
-            earlier = resumable(json.loads(args.resume.read_text()), settings_of(s, args.arms))
-        except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
-            raise SystemExit(f"--resume {args.resume}: {e}") from None
+            earlier, origins = merged_runs(sources)
+        except ValueError as e:
+            raise SystemExit(f"--resume: {e}") from None
     partial = out.with_suffix(".partial.json")
     console = Console()
     res, machine, elapsed = _common.run(
@@ -1086,7 +1134,11 @@ def main(argv: list[str] | None = None) -> int:
         *(f"Target {what}: {'MET' if met else 'NOT MET'}. {why}." for what, met, why in checks),
         *arm_notes(res),
         *([lm_note(s.env)] if s.student == "lm" else []),
-        *([kept_note(earlier, args.arms, str(args.resume))] if earlier else []),
+        *(
+            [kept_note(earlier, args.arms, " and ".join(map(str, args.resume)), origins)]
+            if earlier
+            else []
+        ),
         regularized_note(named),
         f"Ratios: arm / {BASELINE} for held-out success and contrast, {BASELINE} / arm for costs "
         "(rollouts, steps, calls, seconds): above 1, the arm did better or spent less; inf when "

@@ -292,7 +292,8 @@ async def measure(
     ``earlier``: the runs of an earlier measurement with the same settings (``{seed: {"before",
     "arms"}}``); its untrained scores and the arms it measured are kept, not run again (each arm
     is its own run from the seed's initial weights, so a long measurement may be made in
-    pieces). ``on_arm`` is called with everything measured so far after each arm."""
+    pieces). ``on_arm`` is called with everything measured or kept so far after each arm, kept
+    ones too, so a run stopped later still holds them."""
     torch.set_num_threads(1 if s.student == "tiny" else 2)  # lm: its passes dominate
     train, heldout = await env_splits(s.env, s.train_tasks, s.heldout_tasks, log)
     tasks = {t.task_id: t for t in [*train, *heldout]}
@@ -316,6 +317,8 @@ async def measure(
                 if arm.name in prior.get("arms", {}):
                     runs[arm.name] = prior["arms"][arm.name]
                     log(f"seed {seed} {arm.name}: kept from the earlier run")
+                    if on_arm is not None:  # a run stopped after it still holds it
+                        on_arm(out)
                     continue
                 spec = spec_of(arm, seed, s)
                 rail = rail_for(spec)

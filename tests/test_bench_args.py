@@ -421,6 +421,34 @@ def test_rail_resume_keeps_only_a_run_of_the_same_settings() -> None:
     assert note is not None and "seed 0: uniform-8" in note
 
 
+def test_rail_resume_of_several_files_keeps_the_arms_of_all_and_names_each_file() -> None:
+    from bench.rail import ARMS, kept_note, merged_runs
+
+    first = {"0": {"before": [0.0, 1.0], "arms": {"uniform-8": _fake_run([1.0, 1.0], 16.0)}}}
+    second = {
+        "0": {
+            "before": [0.0, 1.0],
+            "arms": {"uniform-8": _fake_run([0.0, 0.0], 16.0), "rail": _fake_run([1.0, 0.0], 8.0)},
+        }
+    }
+    runs, origins = merged_runs([("a.json", first), ("b.json", second)])
+    assert runs["0"]["before"] == [0.0, 1.0]
+    assert runs["0"]["arms"] == {
+        "uniform-8": first["0"]["arms"]["uniform-8"],
+        "rail": second["0"]["arms"]["rail"],
+    }
+    assert origins == {"0": {"uniform-8": "a.json", "rail": "b.json"}}
+    note = kept_note(runs, ARMS, "a.json and b.json", origins)
+    assert note is not None and "uniform-8 (from a.json), rail (from b.json)" in note
+    # One file: no per-arm names.
+    alone, one = merged_runs([("a.json", first)])
+    assert "(from" not in (kept_note(alone, ARMS, "a.json", one) or "(from")
+    # Untrained scores that differ mean the files are not one setting's runs.
+    other = {"0": {"before": [1.0, 1.0], "arms": {}}}
+    with pytest.raises(ValueError, match=r"b\.json: seed 0's untrained held-out scores differ"):
+        merged_runs([("a.json", first), ("b.json", other)])
+
+
 def test_rail_resume_of_a_missing_or_broken_file_is_a_one_line_error(tmp_path: Path) -> None:
     from bench.rail import main
 

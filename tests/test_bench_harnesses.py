@@ -136,11 +136,17 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
             assert rail["actions_state"] == rail["actions_env"]  # every decision counted once
             assert rail["state"]["live_traces"] == rail["own"]["live"]
     assert not out.with_suffix(".partial.json").exists()  # the finished run is in rail.json
-    # --resume keeps what an earlier run measured and runs only the rest (uniform-4 here).
+    # --resume keeps what earlier runs measured and runs only the rest (uniform-4 here); given
+    # twice, the arms of both files (uniform-8 from the first, rail from the second).
     earlier = {"settings": res["settings"], "runs": json.loads(json.dumps(res["runs"]))}
     for run in earlier["runs"].values():
         del run["arms"]["uniform-4"]
+    second = json.loads(json.dumps(earlier))
+    for run, other in zip(earlier["runs"].values(), second["runs"].values(), strict=True):
+        del run["arms"]["rail"]
+        other["arms"] = {"rail": other["arms"]["rail"]}
     (tmp_path / "earlier.json").write_text(json.dumps(earlier))
+    (tmp_path / "second.json").write_text(json.dumps(second))
     again = tmp_path / "resumed.md"
     done = run_bench(
         "rail.py",
@@ -149,6 +155,8 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
         "uniform-8,uniform-4,rail",
         "--resume",
         str(tmp_path / "earlier.json"),
+        "--resume",
+        str(tmp_path / "second.json"),
         "--out",
         str(again),
     )
@@ -160,7 +168,7 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
         for arm in ("uniform-8", "rail"):  # kept as measured, not run again
             assert run["arms"][arm] == res["runs"][seed]["arms"][arm]
         assert run["arms"]["uniform-4"]["rollouts"] * 2 == run["arms"]["uniform-8"]["rollouts"]
-    assert any(n.startswith("Resumed from") for n in resumed["notes"])
+    assert any(n.startswith("Resumed from") and "rail (from" in n for n in resumed["notes"])
     # Every controller's traces, in the order it saw them, and the scorer replayed on them.
     for seed, run in res["runs"].items():
         for arm in rail_arms:
