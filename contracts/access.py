@@ -13,7 +13,11 @@ gets, ephemeral ordered consumers), answer the requests it receives (``allow_res
 ``nats.micro`` discovery (``$SRV.>``), receive replies on its own inbox (``_INBOX.<user>.>``),
 dead-letter what it consumes (``dlq.<stream>`` and the ``evidence`` Object Store), and, when it
 serves endpoints, the requests it refuses for want of a reply subject (``dlq.REQUESTS`` and
-``evidence``). What no service may do: create, update, delete, purge (but its own), snapshot or
+``evidence``). A service that serves endpoints may also publish to the inboxes of the users
+declared to request them and to the admin's (:func:`answerers`): nats-server keeps the one-reply
+permission of ``allow_responses`` per connection, so without it an answer is refused when the
+responder reconnected (to another node of a cluster, say) between a request and its reply, and
+the requester waits out its whole timeout. What no service may do: create, update, delete, purge (but its own), snapshot or
 restore a stream, delete a consumer, or touch another service's durable consumer. Those belong
 to the admin user (``aios-rl up`` and the command line), which has no restrictions and
 provisions the topology.
@@ -22,6 +26,8 @@ Pure data and functions: imports only msgspec and the standard library.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import msgspec
 
@@ -48,6 +54,7 @@ __all__ = [
     "Access",
     "Permissions",
     "access",
+    "answerers",
     "inbox_prefix",
     "permissions",
     "runner_access",
@@ -151,9 +158,45 @@ def _unique(items: list[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def permissions(names: Names, grant: Access, topo: Topology | None = None) -> Permissions:
+def _overlaps(a: str, b: str) -> bool:
+    """Whether some subject matches both NATS subject patterns ``a`` and ``b``."""
+    ta, tb = a.split("."), b.split(".")
+    for x, y in zip(ta, tb, strict=False):
+        if ">" in (x, y):
+            return True
+        if x != y and "*" not in (x, y):
+            return False
+    return len(ta) == len(tb)
+
+
+def answerers(grants: Mapping[str, Access]) -> dict[str, tuple[str, ...]]:
+    """For each service of ``grants`` that serves endpoints, the users whose requests it may
+    answer on their inboxes whatever connection it answers from: those that declare a request
+    on a subject it serves, and the admin (the command line), sorted."""
+    out: dict[str, tuple[str, ...]] = {}
+    for user, grant in grants.items():
+        if not grant.serves:
+            continue
+        askers = {
+            other.user
+            for other in grants.values()
+            if other.user != user
+            and any(_overlaps(r, s) for r in other.requests for s in grant.serves)
+        }
+        out[user] = tuple(sorted({ADMIN, *askers}))
+    return out
+
+
+def permissions(
+    names: Names,
+    grant: Access,
+    topo: Topology | None = None,
+    *,
+    answers: tuple[str, ...] = (),
+) -> Permissions:
     """The permissions of ``grant`` under ``names``: reads for everyone, writes as declared,
-    stream and consumer management for nobody (see the module docstring).
+    stream and consumer management for nobody (see the module docstring). ``answers``: the
+    users on whose inboxes it may always publish its answers (:func:`answerers`).
 
     Raises ``KeyError`` when ``grant`` consumes a durable the topology does not declare."""
     topo = topo or topology(names)
@@ -186,6 +229,7 @@ def permissions(names: Names, grant: Access, topo: Topology | None = None) -> Pe
         pub += [f"$O.{bucket}.>", f"{_JS}.STREAM.PURGE.OBJ_{bucket}"]
     pub += [f"{_JS}.STREAM.PURGE.{stream}" for stream in grant.purges]
     pub += [*grant.publishes, *grant.requests]
+    pub += [f"{inbox_prefix(user)}.>" for user in answers]
     sub += [*grant.serves, names.status(grant.user)]
     return Permissions(
         publish_allow=_unique(pub), publish_deny=_ADMIN_ONLY, subscribe_allow=_unique(sub)

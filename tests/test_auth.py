@@ -46,7 +46,7 @@ from contracts import (
     StopCampaign,
     topology,
 )
-from contracts.access import ADMIN, Access, access, permissions, runner_access
+from contracts.access import ADMIN, Access, access, answerers, permissions, runner_access
 from contracts.subjects import (
     BUCKET_CHECKPOINTS,
     OBJECTS_WEIGHTS,
@@ -108,6 +108,26 @@ def test_no_service_may_manage_streams_or_another_services_consumer() -> None:
                 for p in perms.publish_allow
                 if p.startswith(("$JS.API.CONSUMER.MSG.NEXT", "$JS.ACK", "$JS.API.CONSUMER.CREATE"))
             ), (user, durable)
+
+
+def test_an_endpoint_may_answer_the_inboxes_of_its_declared_requesters_and_the_admin() -> None:
+    """``allow_responses`` lives on one server connection; a responder that reconnected between a
+    request and its answer (a cluster node lost) needs an explicit grant on the asker's inbox."""
+    grants = access(NAMES)
+    replies = answerers(grants)
+    assert replies["trainer"] == (ADMIN, "campaign")
+    assert replies["replay"] == (ADMIN, "trainer")
+    assert replies["teacher-oracle"] == (ADMIN, "teacher-gateway")
+    assert replies["shell-runner"] == (ADMIN, "agent-gateway")
+    assert "reward" not in replies  # serves nothing, answers no one
+    for user, grant in grants.items():
+        perms = permissions(NAMES, grant, answers=replies.get(user, ()))
+        inboxes = {p for p in perms.publish_allow if p.startswith("_INBOX.")}
+        assert inboxes == {f"_INBOX.{u}.>" for u in replies.get(user, ())}, user
+    # Wildcards on either side count: a requester of one runner's step matches ``env.step.*.*``.
+    asker = Access(user="kitchen-agent", requests=(NAMES.env_step("shell", "e1"),))
+    assert "kitchen-agent" in answerers({**grants, "kitchen-agent": asker})["shell-runner"]
+    assert "kitchen-agent" not in answerers({**grants, "kitchen-agent": asker})["browser-runner"]
 
 
 def test_every_declared_consumer_and_deployed_service_has_its_user() -> None:
@@ -290,6 +310,32 @@ async def test_a_runner_cannot_move_active_write_weights_start_a_campaign_or_del
         assert subject in log, (subject, log)
     assert not _violations(server, "campaign"), _violations(server, "campaign")
     assert not _violations(server, "trainer")
+
+
+async def test_an_answer_reaches_its_asker_without_a_request_on_this_connection_a_stranger_not(
+    secured, ns: Names
+) -> None:
+    """The trainer publishes on the campaign's inbox with no request received on its connection
+    (as after a reconnect between request and answer) and the campaign gets it; a runner, which
+    answers no campaign request, is refused."""
+    server, _ = secured
+    subject = f"_INBOX.campaign.{uuid.uuid4().hex}"
+    async with (
+        _as(secured, "campaign", ns) as campaign_bus,
+        _as(secured, "trainer", ns) as trainer_bus,
+        _as(secured, "shell-runner", ns) as runner,
+    ):
+        sub = await campaign_bus.nc.subscribe(subject)
+        await campaign_bus.nc.flush()
+        await runner.nc.publish(subject, b"forged")
+        await runner.nc.flush()  # the server has refused it before the trainer's goes out
+        await trainer_bus.nc.publish(subject, b"answer")
+        await trainer_bus.nc.flush()
+        msg = await sub.next_msg(timeout=10)
+        assert msg.data == b"answer"
+        await sub.unsubscribe()
+    assert subject in _violations(server, "shell-runner")
+    assert subject not in _violations(server, "trainer")
 
 
 async def test_a_runner_under_its_credentials_still_runs_its_jobs(secured, ns: Names) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from contracts import ENVIRONMENTS, Names
-from contracts.access import ADMIN, Access, Permissions, access, permissions
+from contracts.access import ADMIN, Access, Permissions, access, answerers, permissions
 from contracts.subjects import runner_name, topology
 
 from .tls import TlsFiles, ensure_tls
@@ -180,8 +180,12 @@ def write_config(
     # Every declared service gets a user, so one started later (``up --only``) can connect too.
     creds = ensure_credentials(data_dir, [*grants, *wanted])
     users: dict[str, tuple[str, Permissions | None]] = {ADMIN: (creds[ADMIN].password, None)}
+    replies = answerers(grants)
     for user, grant in grants.items():
-        users[user] = (creds[user].password, permissions(names, grant, topo))
+        users[user] = (
+            creds[user].password,
+            permissions(names, grant, topo, answers=replies.get(user, ())),
+        )
     path = Path(data_dir) / AUTH_DIR / CONFIG_NAME
     _write_private(path, render_config(users, tls=tls))
     return path, creds
