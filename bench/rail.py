@@ -30,11 +30,13 @@ held-out scoring and the first four arms are ``bench/strategies.py``'s:
 ``rail-no-hindsight``
     The same as ``rail`` with ``RailSettings.hindsight`` off: its context does not carry the
     source rollout's reward and steps left, which only a finished rollout tells.
-``rail-regularized``
-    The same as ``rail`` with the scorer fitted under weight decay
-    (``RailSettings.weight_decay`` = ``REGULARIZED_DECAY``): what the recorded traces suggested
-    (``bench/rail_scorer.py``: unregularized, the scorer's out-of-sample error is twice the
-    prior mean's).
+``rail-unregularized``
+    The same as ``rail`` with the scorer fitted by plain Adam (``RailSettings.weight_decay`` 0),
+    RAIL's default until the traces suggested weight decay (``bench/rail_scorer.py``:
+    unregularized, the scorer's out-of-sample error is twice the prior mean's) and the runs
+    confirmed it. Results files written before that change name this arm ``rail`` and the
+    weight-decay one ``rail-regularized``; ``--resume`` refuses them for the RAIL arms (their
+    arms' settings differ from this run's).
 ``variance``
     The non-learned allocator: 4 base rollouts a task, then the epoch's other 4 x tasks
     rollouts where the predicted reward variance p(1-p) is highest (the VIP / Knapsack-RL idea):
@@ -68,7 +70,7 @@ Run from the repo root:
     .venv/bin/python bench/rail.py --quick    # ~50 s smoke run (one seed, 2 epochs)
     .venv/bin/python bench/rail.py --env orchestrator --reward-only --scale   # at scale, ~21 min
     .venv/bin/python bench/rail.py --env shell --reward-only --scale --seeds 0 \
-        --arms uniform-8,variance,rail,rail-budget-only,rail-regularized   # a subset, one seed
+        --arms uniform-8,variance,rail,rail-budget-only,rail-unregularized   # a subset, one seed
     .venv/bin/python bench/rail.py ... --resume bench/results/<run>.partial.json  # keep its arms
     .venv/bin/python bench/rail.py ... --resume <a>.json --resume <b>.json  # the arms of both
     .venv/bin/python bench/rail.py --student lm --reward-only --env orchestrator \
@@ -205,7 +207,7 @@ ARMS = (
     Arm("rail-budget-only", "rail-budget-only", 8, RAIL_BRANCHING),
     Arm("rail-frozen", "rail-frozen", 8, RAIL_BRANCHING),
     Arm("rail-no-hindsight", "rail", 8, RAIL_BRANCHING),
-    Arm("rail-regularized", "rail", 8, RAIL_BRANCHING),
+    Arm("rail-unregularized", "rail", 8, RAIL_BRANCHING),
     Arm("variance", "variance", 8),
 )
 RAIL_ARMS = tuple(a.name for a in ARMS if a.strategy in RAIL)
@@ -256,11 +258,11 @@ COLORS = (
     "tab:olive",
     "tab:cyan",
 )
-REGULARIZED_DECAY = 1.0
-"""``rail-regularized``'s scorer weight decay: the lowest of the decays ``bench/rail_scorer.py``
-tried (0.01 to 10) that took the out-of-sample error below the prior mean's on the orchestrator
-traces of a first run (seed 0's rail arm: MAE 0.053 against 0.127 unregularized and 0.059 for
-the prior mean; rank correlation 0.35 against 0.11)."""
+UNREGULARIZED_DECAY = 0.0
+"""``rail-unregularized``'s scorer weight decay (plain Adam). RAIL's default (1) is the lowest of
+the decays ``bench/rail_scorer.py`` tried (0.01 to 10) that took the out-of-sample error below
+the prior mean's on the orchestrator traces of a first run (seed 0's rail arm: MAE 0.053 against
+0.127 unregularized and 0.059 for the prior mean; rank correlation 0.35 against 0.11)."""
 ROLLOUT_SHARE = 0.40
 """Target 1: rail matches uniform-8's held-out success with at most this share of its rollouts."""
 MAE_CUT = 0.40
@@ -270,13 +272,13 @@ MAE_CUT = 0.40
 def rail_settings(arm: Arm, s: Settings) -> RailSettings:
     """The controller settings of an arm: ``rail-frozen`` stops refitting once live;
     ``rail-no-hindsight`` decides without what only a finished rollout tells (its reward and
-    steps left read 0); ``rail-regularized`` fits its scorer under weight decay."""
+    steps left read 0); ``rail-unregularized`` fits its scorer without weight decay."""
     if arm.strategy == "rail-frozen":
         return msgspec.structs.replace(s.rail, freeze_after_promotion=True)
     if arm.name == "rail-no-hindsight":
         return msgspec.structs.replace(s.rail, hindsight=False)
-    if arm.name == "rail-regularized":
-        return msgspec.structs.replace(s.rail, weight_decay=REGULARIZED_DECAY)
+    if arm.name == "rail-unregularized":
+        return msgspec.structs.replace(s.rail, weight_decay=UNREGULARIZED_DECAY)
     return s.rail
 
 
@@ -296,7 +298,7 @@ def arm_label(arm: Arm, s: Settings) -> str:
     regimes = "neutral" if arm.strategy == "rail-budget-only" else "cool/neutral/hot"
     frozen = ", frozen once live" if r.freeze_after_promotion else ""
     blind = "" if r.hindsight else ", no hindsight features"
-    blind += f", scorer weight decay {r.weight_decay:g}" if r.weight_decay else ""
+    blind += f", scorer weight decay {r.weight_decay:g}"
     return (
         f"{arm.name}: M={arm.group_size} N={b.initial} rounds<={b.max_rounds} "
         f"budgets {r.budgets} regimes {regimes}{frozen}{blind}"
@@ -452,7 +454,8 @@ async def measure(
 
 def resumable(payload: Mapping, settings: Mapping) -> dict:
     """The runs of an earlier results file ``--resume`` may keep: its settings (arms aside) must
-    be this run's, its seeds among this run's; otherwise a ValueError saying what differs."""
+    be this run's, each arm both name measured the same way (same label), its seeds among this
+    run's; otherwise a ValueError saying what differs."""
     theirs = payload.get("settings")
     runs = payload.get("runs")
     if not isinstance(theirs, Mapping) or not isinstance(runs, Mapping):
@@ -465,6 +468,14 @@ def resumable(payload: Mapping, settings: Mapping) -> dict:
     if differ:
         detail = ", ".join(f"{k} {theirs.get(k)!r} there, {ours.get(k)!r} here" for k in differ)
         raise ValueError(f"measured with other settings: {detail}")
+    # An arm is its settings too (``arm_label``): one this run names must have been measured as
+    # this run would measure it (``rail`` before weight decay became RAIL's default was not).
+    ours_arms = {label.split(":", 1)[0]: label for label in ours.get("arms") or []}
+    their_arms = {label.split(":", 1)[0]: label for label in theirs.get("arms") or []}
+    moved = [a for a in ours_arms if a in their_arms and their_arms[a] != ours_arms[a]]
+    if moved:
+        detail = "; ".join(f"{their_arms[a]!r} there, {ours_arms[a]!r} here" for a in moved)
+        raise ValueError(f"arm(s) {', '.join(moved)} measured with other settings: {detail}")
     extra = sorted(set(runs) - {str(seed) for seed in ours["seeds"]})
     if extra:
         raise ValueError(f"it measured seed(s) {', '.join(extra)}, which this run does not")
@@ -861,11 +872,11 @@ def summary(res: dict) -> dict:
     its Wilson interval, rollouts and environment steps per seed; ``traces_per_controller``
     (per RAIL arm, mean over seeds); ``rail_minus_uniform8_ci``, ``rail_minus_variance_ci``,
     ``variance_minus_uniform8_ci``, ``regime_minus_budget_only_ci``,
-    ``regularized_minus_rail_ci`` and ``regularized_minus_uniform8_ci`` (paired difference and
-    bootstrap 95 % interval, ``[value, low, high]``); ``rollout_share`` (rail's rollouts over
-    uniform-8's, and ``regularized_rollout_share``); ``online_over_frozen_mae`` (``None`` when
-    the rail arm was never live; ``regularized_online_over_frozen_mae`` the same for
-    rail-regularized);
+    ``unregularized_minus_rail_ci`` and ``unregularized_minus_uniform8_ci`` (paired difference
+    and bootstrap 95 % interval, ``[value, low, high]``); ``rollout_share`` (rail's rollouts over
+    uniform-8's, and ``unregularized_rollout_share``); ``online_over_frozen_mae`` (``None`` when
+    the rail arm was never live; ``unregularized_online_over_frozen_mae`` the same for
+    rail-unregularized);
     ``calibration`` per RAIL arm (:func:`calibration` of its out-of-sample predictions). A
     number that needs an arm the run left out (``--arms``) is ``None``."""
 
@@ -903,11 +914,11 @@ def summary(res: dict) -> dict:
         "rail_minus_variance_ci": ci("rail", "variance"),
         "variance_minus_uniform8_ci": ci("variance", BASELINE),
         "regime_minus_budget_only_ci": ci("rail", "rail-budget-only"),
-        "regularized_minus_rail_ci": ci("rail-regularized", "rail"),
-        "regularized_minus_uniform8_ci": ci("rail-regularized", BASELINE),
-        "regularized_rollout_share": share("rail-regularized"),
-        "regularized_online_over_frozen_mae": ratio_mae(all_live(res, "rail-regularized"))
-        if has(res, "rail-regularized")
+        "unregularized_minus_rail_ci": ci("rail-unregularized", "rail"),
+        "unregularized_minus_uniform8_ci": ci("rail-unregularized", BASELINE),
+        "unregularized_rollout_share": share("rail-unregularized"),
+        "unregularized_online_over_frozen_mae": ratio_mae(all_live(res, "rail-unregularized"))
+        if has(res, "rail-unregularized")
         else None,
         "rollout_share": share("rail"),
         "calibration": calibrations(res),
@@ -915,8 +926,8 @@ def summary(res: dict) -> dict:
     }
 
 
-def regularized_note(named: dict) -> str:
-    """What the follow-up arm measured against the issue's targets, in one note."""
+def unregularized_note(named: dict) -> str:
+    """What the scorer without weight decay (RAIL's former default) measured, in one note."""
 
     def d(key: str) -> str:
         if named[key] is None:
@@ -924,13 +935,14 @@ def regularized_note(named: dict) -> str:
         v, lo, hi = named[key]
         return f"{v:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
-    if named["regularized_rollout_share"] is None:
-        return "rail-regularized: not in this run (--arms)."
-    mae = named["regularized_online_over_frozen_mae"]
+    if named["unregularized_rollout_share"] is None:
+        return "rail-unregularized: not in this run (--arms)."
+    mae = named["unregularized_online_over_frozen_mae"]
     return (
-        f"rail-regularized (the scorer under weight decay {REGULARIZED_DECAY:g}, what the traces "
-        f"suggested): minus rail {d('regularized_minus_rail_ci')}, minus {BASELINE} "
-        f"{d('regularized_minus_uniform8_ci')} on {named['regularized_rollout_share']:.1%} of "
+        f"rail-unregularized (plain Adam, RAIL's scorer before weight decay "
+        f"{RailSettings().weight_decay:g} became its default): minus rail "
+        f"{d('unregularized_minus_rail_ci')}, minus {BASELINE} "
+        f"{d('unregularized_minus_uniform8_ci')} on {named['unregularized_rollout_share']:.1%} of "
         f"its rollouts; online / frozen MAE "
         + ("n/a (never live)" if mae is None else f"{mae:.2f}")
         + "."
@@ -1139,7 +1151,7 @@ def main(argv: list[str] | None = None) -> int:
             if earlier
             else []
         ),
-        regularized_note(named),
+        unregularized_note(named),
         f"Ratios: arm / {BASELINE} for held-out success and contrast, {BASELINE} / arm for costs "
         "(rollouts, steps, calls, seconds): above 1, the arm did better or spent less; inf when "
         "the denominator is 0. The last row compares rail with rail-budget-only instead. Every "

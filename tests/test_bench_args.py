@@ -313,13 +313,16 @@ def test_rail_scorer_refuses_a_folder_without_traces_in_one_line(tmp_path: Path)
     assert "no trace files (*.jsonl)" in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_rail_regularized_fits_its_scorer_under_weight_decay_and_nothing_else() -> None:
-    from bench.rail import ARMS, FULL, REGULARIZED_DECAY, rail_settings
+def test_rail_is_rails_default_and_rail_unregularized_drops_weight_decay_and_nothing_else() -> None:
+    from bench.rail import ARMS, FULL, UNREGULARIZED_DECAY, arm_label, rail_settings
+    from contracts import RailSettings
 
     arm = {a.name: a for a in ARMS}
-    plain, regular = rail_settings(arm["rail"], FULL), rail_settings(arm["rail-regularized"], FULL)
-    assert regular.weight_decay == REGULARIZED_DECAY > 0 == plain.weight_decay
-    assert msgspec.structs.replace(regular, weight_decay=0.0) == plain
+    rail, plain = rail_settings(arm["rail"], FULL), rail_settings(arm["rail-unregularized"], FULL)
+    assert rail == RailSettings() and rail.weight_decay > 0 == UNREGULARIZED_DECAY
+    assert msgspec.structs.replace(rail, weight_decay=UNREGULARIZED_DECAY) == plain
+    assert arm_label(arm["rail"], FULL).endswith("scorer weight decay 1")
+    assert arm_label(arm["rail-unregularized"], FULL).endswith("scorer weight decay 0")
 
 
 def test_rail_arms_option_keeps_arms_order_and_refuses_in_one_line(
@@ -350,7 +353,7 @@ def _fake_run(after: list[float], rollouts: float, rail: bool = False) -> dict:
 
 
 def test_rail_summary_of_a_subset_names_what_it_could_not_measure() -> None:
-    from bench.rail import regularized_note, summary, targets
+    from bench.rail import summary, targets, unregularized_note
 
     res = {
         "0": {
@@ -366,9 +369,9 @@ def test_rail_summary_of_a_subset_names_what_it_could_not_measure() -> None:
     assert named["rollout_share"] == 0.5 and named["online_over_frozen_mae"] == 0.5
     assert named["rail_minus_uniform8_ci"][0] == 0.25
     assert named["regime_minus_budget_only_ci"] is None
-    assert named["regularized_rollout_share"] is None
+    assert named["unregularized_rollout_share"] is None
     assert named["traces_per_controller"] == {"rail": 10}
-    assert regularized_note(named) == "rail-regularized: not in this run (--arms)."
+    assert unregularized_note(named) == "rail-unregularized: not in this run (--arms)."
     # With rail but not rail-budget-only: targets 1 and 2 are measured, 3 is not.
     (_, met1, why1), (_, met2, why2), (_, met3, why3) = targets(res)
     assert not met1 and "50.0% of the rollouts" in why1
@@ -395,8 +398,10 @@ def test_rail_summary_of_a_subset_names_what_it_could_not_measure() -> None:
 def test_rail_scorer_settings_line_names_only_what_a_candidate_changes() -> None:
     from bench.rail_scorer import CANDIDATES, changed
 
-    assert changed(CANDIDATES["default"]) == {}
-    assert changed(CANDIDATES["decay 1, steps 50"]) == {"weight_decay": 1.0, "fit_steps": 50}
+    assert changed(CANDIDATES["decay 1 (default)"]) == {}
+    assert changed(CANDIDATES["no decay"]) == {"weight_decay": 0.0}
+    assert changed(CANDIDATES["steps 50"]) == {"weight_decay": 0.0, "fit_steps": 50}
+    assert changed(CANDIDATES["decay 1, steps 50"]) == {"fit_steps": 50}
     assert changed(None) == "prior mean"
 
 
@@ -419,6 +424,21 @@ def test_rail_resume_keeps_only_a_run_of_the_same_settings() -> None:
         resumable({"rows": []}, settings)
     note = kept_note(runs, ARMS, "x.json")
     assert note is not None and "seed 0: uniform-8" in note
+    # An arm measured another way is refused: rail before weight decay became RAIL's default
+    # (its label then named no weight decay), here or in a subset of arms.
+    before = [
+        label.replace(", scorer weight decay 1", "") if label.startswith("rail:") else label
+        for label in settings["arms"]
+    ]
+    old = json.loads(json.dumps({**payload, "settings": {**settings, "arms": before}}))
+    for ours in (
+        settings,
+        settings_of(QUICK, [a for a in ARMS if a.name in ("uniform-8", "rail")]),
+    ):
+        with pytest.raises(ValueError, match=r"arm\(s\) rail measured with other settings"):
+            resumable(old, ours)
+    without_rail = [a for a in ARMS if a.name != "rail"]  # its other arms are still the same
+    assert resumable(old, settings_of(QUICK, without_rail)) == runs
 
 
 def test_rail_resume_of_several_files_keeps_the_arms_of_all_and_names_each_file() -> None:

@@ -106,7 +106,7 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
         "rail-budget-only",
         "rail-frozen",
         "rail-no-hindsight",
-        "rail-regularized",
+        "rail-unregularized",
     )
     for arm in rail_arms:
         assert 0 < rows[f"{arm}: rollouts consumed per seed"]["ours"] <= uniform_8
@@ -180,7 +180,7 @@ def test_rail_quick_trains_every_arm_and_no_rail_arm_spends_more_than_uniform_8(
     replayed = json.loads(scored.with_suffix(".json").read_text())["results"]
     assert set(replayed["files"]) == {f"{arm}-s{seed}" for arm in rail_arms for seed in res["runs"]}
     pooled = replayed["pooled"]
-    assert pooled["default"]["n"] > 0 and len({q["n"] for q in pooled.values()}) == 1
+    assert pooled["no decay"]["n"] > 0 and len({q["n"] for q in pooled.values()}) == 1
 
 
 @pytest.mark.slow
