@@ -33,8 +33,9 @@ held-out scoring and the first four arms are ``bench/strategies.py``'s:
 ``rail-unregularized``
     The same as ``rail`` with the scorer fitted by plain Adam (``RailSettings.weight_decay`` 0),
     RAIL's default until the traces suggested weight decay (``bench/rail_scorer.py``:
-    unregularized, the scorer's out-of-sample error is twice the prior mean's) and the runs
-    confirmed it. Results files written before that change name this arm ``rail`` and the
+    unregularized, the scorer's out-of-sample error is twice the prior mean's) and four runs
+    were at or above plain Adam with it (three fresh orchestrator seeds after the change were
+    not: README, RAIL). Results files written before that change name this arm ``rail`` and the
     weight-decay one ``rail-regularized``; ``--resume`` refuses them for the RAIL arms (their
     arms' settings differ from this run's).
 ``variance``

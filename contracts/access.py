@@ -17,10 +17,10 @@ serves endpoints, the requests it refuses for want of a reply subject (``dlq.REQ
 declared to request them and to the admin's (:func:`answerers`): nats-server keeps the one-reply
 permission of ``allow_responses`` per connection, so without it an answer is refused when the
 responder reconnected (to another node of a cluster, say) between a request and its reply, and
-the requester waits out its whole timeout. What no service may do: create, update, delete, purge (but its own), snapshot or
-restore a stream, delete a consumer, or touch another service's durable consumer. Those belong
-to the admin user (``aios-rl up`` and the command line), which has no restrictions and
-provisions the topology.
+the requester waits out its whole timeout. What no service may do: create, update, delete,
+purge (but its own), snapshot or restore a stream, delete a consumer, or touch another
+service's durable consumer. Those belong to the admin user (``aios-rl up`` and the command
+line), which has no restrictions and provisions the topology.
 
 Pure data and functions: imports only msgspec and the standard library.
 """
