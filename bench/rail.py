@@ -72,6 +72,8 @@ Run from the repo root:
     .venv/bin/python bench/rail.py --env orchestrator --reward-only --scale   # at scale, ~21 min
     .venv/bin/python bench/rail.py --env shell --reward-only --scale --seeds 0 \
         --arms uniform-8,variance,rail,rail-budget-only,rail-unregularized   # a subset, one seed
+    .venv/bin/python bench/rail.py --env orchestrator --reward-only --scale --seeds 3,4,5 \
+        --epochs 34   # 34 epochs instead of 24: >= 1,000 traces per controller, ~40 min
     .venv/bin/python bench/rail.py ... --resume bench/results/<run>.partial.json  # keep its arms
     .venv/bin/python bench/rail.py ... --resume <a>.json --resume <b>.json  # the arms of both
     .venv/bin/python bench/rail.py --student lm --reward-only --env orchestrator \
@@ -1034,6 +1036,17 @@ def settings_of(s: Settings, arms: Sequence[Arm] = ARMS) -> dict:
     }
 
 
+def positive_int(text: str) -> int:
+    """``--epochs``' type: ``"34"`` -> 34; argparse reports the error as one usage line."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     scale = argparse.ArgumentParser(add_help=False)
@@ -1042,6 +1055,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the at-scale settings (about 1,000 traces per controller; 16 min to hours by environment); the default "
         "results path gains -scale",
+    )
+    scale.add_argument(
+        "--epochs",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="train N epochs instead of the settings' (24 with --scale): more traces per "
+        "controller at the same tasks per epoch; the default results path gains -epochs-<N>",
     )
     scale.add_argument(
         "--traces",
@@ -1100,6 +1121,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"--env agentbench_db: {e}") from None
         s = replace(LM_QUICK if args.quick else LM, seeds=args.seeds or LM.seeds)
         out = _common.variant_path(args, out, "lm")
+    if args.epochs is not None:
+        s = replace(s, epochs=args.epochs)
+        out = _common.variant_path(args, out, f"epochs-{args.epochs}")
     s, out = strategies.with_signal(args, s, out)
     if len(args.arms) < len(ARMS):
         out = _common.variant_path(args, out, f"arms-{len(args.arms)}")

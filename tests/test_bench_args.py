@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 from dataclasses import dataclass
@@ -577,3 +578,18 @@ def test_agentbench_db_splits_are_disjoint_seeded_and_labelled(
     monkeypatch.setenv("AGENTBENCH_DIR", str(tmp_path / "none"))
     with pytest.raises(ValueError, match="AGENTBENCH_DIR"):
         asyncio.run(env_splits("agentbench_db", 1, 1, said.append))
+
+
+def test_rail_epochs_option_refuses_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench.rail import main, positive_int
+
+    assert positive_int("34") == 34
+    for bad, said in (("0", "must be at least 1: '0'"), ("x", "not an integer: 'x'")):
+        with pytest.raises(argparse.ArgumentTypeError, match=said):
+            positive_int(bad)
+        with pytest.raises(SystemExit):
+            main(["--epochs", bad])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert said in err[-1], err
