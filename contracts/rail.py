@@ -113,7 +113,8 @@ class RailSettings(msgspec.Struct, frozen=True, kw_only=True):
     recorded traces). Trained with RAIL, weight decay 1 reached held-out success at or above
     plain Adam's on the four runs ``bench/rail.py`` had made (orchestrator, shell seeds 0 and 1,
     MiniWoB++; beyond noise on MiniWoB++), hence the default; on three fresh orchestrator seeds
-    after the change it was 1.3 points below plain Adam, within noise (README, RAIL)."""
+    after the change it was 1.3 points below plain Adam at 24 epochs and 6.0 below at 34, within
+    noise both times (README, RAIL)."""
     window: int = 64
     """Promotion and demotion read the sign agreement of this many most recent traces."""
     min_traces: int = 16
