@@ -159,7 +159,9 @@ SCALE = Settings(
 )
 """``--scale``: a run a learned controller can learn in, about 1,000 traces per controller and
 seed (the committed run gave about 125); about 16 min on the orchestrator, hours on shell and
-in Chromium, on 2 cores."""
+in Chromium, on 2 cores. A scorer under weight decay (the default) declines more branches, and a
+declined branch makes no trace: on the orchestrator 764-819 traces per controller at these 24
+epochs, 1,091-1,547 at ``--epochs 34``."""
 
 LM = Settings(
     seeds=(0,),
