@@ -101,6 +101,7 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
 
+from aios_rl.cli._common import positive
 from aios_rl.local import LocalRail
 from aios_rl.rail import Controller, label
 from aios_rl.rail.scorer import agreement
@@ -1038,17 +1039,6 @@ def settings_of(s: Settings, arms: Sequence[Arm] = ARMS) -> dict:
     }
 
 
-def positive_int(text: str) -> int:
-    """``--epochs``' type: ``"34"`` -> 34; argparse reports the error as one usage line."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     scale = argparse.ArgumentParser(add_help=False)
@@ -1060,7 +1050,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     scale.add_argument(
         "--epochs",
-        type=positive_int,
+        type=positive,
         default=None,
         metavar="N",
         help="train N epochs instead of the settings' (24 with --scale): more traces per "
