@@ -73,7 +73,7 @@ Run from the repo root:
     .venv/bin/python bench/rail.py --env shell --reward-only --scale --seeds 0 \
         --arms uniform-8,variance,rail,rail-budget-only,rail-unregularized   # a subset, one seed
     .venv/bin/python bench/rail.py --env orchestrator --reward-only --scale --seeds 3,4,5 \
-        --epochs 34   # 34 epochs instead of 24: >= 1,000 traces per controller, ~40 min
+        --epochs 34   # 34 epochs instead of 24: >= 1,000 traces per controller, ~56 min on 2 cores
     .venv/bin/python bench/rail.py ... --resume bench/results/<run>.partial.json  # keep its arms
     .venv/bin/python bench/rail.py ... --resume <a>.json --resume <b>.json  # the arms of both
     .venv/bin/python bench/rail.py --student lm --reward-only --env orchestrator \

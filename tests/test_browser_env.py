@@ -206,7 +206,8 @@ async def test_an_action_outside_the_language_is_invalid_and_ends_the_episode(
 @dataclass
 class Sites:
     bus: Bus
-    host: BrowserHost
+    host: BrowserHost  # a 1 s action timeout, for random policies
+    patient: BrowserHost  # the runner's own action timeout, for the oracle's flows
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -219,11 +220,16 @@ async def sites(nats_server: NatsServer) -> AsyncIterator[Sites]:
         # A short action timeout: a random click under a cookie banner waits for it.
         h = BrowserHost(BrowserRunnerSettings(nats_url="", screenshots=True, action_timeout_s=1))
         h.attach(bus)
+        # The runner's own action timeout: the oracle never clicks under a banner, and a click
+        # that loads the next page may take longer than 1 s on a loaded machine.
+        patient = BrowserHost(BrowserRunnerSettings(nats_url="", screenshots=False))
+        patient.attach(bus)
         async with running(svc):
             try:
-                yield Sites(bus, h)
+                yield Sites(bus, h, patient)
             finally:
                 await h.aclose()
+                await patient.aclose()
 
 
 async def site_oracle(
@@ -252,14 +258,7 @@ async def test_the_oracle_solves_every_flow_through_the_environment(sites: Sites
     assert {t.flow for t in tasks} == set(BROWSER_FLOWS)
     assert len(tasks) >= 10
     outcomes: dict[str, str] = {}
-    # The runner's own action timeout: the oracle never clicks under a banner, and a click that
-    # loads the next page may take longer than the fixture's 1 s on a loaded machine.
-    host = BrowserHost(BrowserRunnerSettings(nats_url="", screenshots=False))
-    host.attach(sites.bus)
-    try:
-        await _every_flow(host, tasks, outcomes)
-    finally:
-        await host.aclose()
+    await _every_flow(sites.patient, tasks, outcomes)
     solved = sum(o == "success" for o in outcomes.values())
     assert solved >= 0.95 * len(tasks), {k: o for k, o in outcomes.items() if o != "success"}
 
@@ -287,14 +286,12 @@ async def test_progress_can_count_a_right_value_as_soon_as_it_is_typed(sites: Si
     # so the oracle's fills earn progress before the form is sent; without it they earn none.
     t = next(t for t in generate(12, 5, "train") if t.flow in ("form", "auth"))
     typed_host = BrowserHost(
-        BrowserRunnerSettings(
-            nats_url="", screenshots=False, action_timeout_s=1, progress_typed=True
-        )
+        BrowserRunnerSettings(nats_url="", screenshots=False, progress_typed=True)
     )
     typed_host.attach(sites.bus)
     try:
         runs = {}
-        for name, host in (("sent", sites.host), ("typed", typed_host)):
+        for name, host in (("sent", sites.patient), ("typed", typed_host)):
             progress: list[float] = []
             env, taken = await site_oracle(host, t, progress=progress)
             try:
@@ -341,10 +338,10 @@ async def test_a_random_policy_fails_the_flows_and_leaves_a_screenshot(sites: Si
 
 async def test_a_replayed_prefix_reaches_the_parents_page_in_a_new_session(sites: Sites) -> None:
     for t in generate(5, 6, "train"):
-        parent, taken = await site_oracle(sites.host, t, steps=max(1, len(t.solution) - 1))
+        parent, taken = await site_oracle(sites.patient, t, steps=max(1, len(t.solution) - 1))
         observed = parent.observation
         await parent.close()
-        child = await sites.host.open(t, seed=t.seed, max_steps=t.max_steps)
+        child = await sites.patient.open(t, seed=t.seed, max_steps=t.max_steps)
         try:
             assert child.session != parent.session  # a fresh server-side session
             for action in taken:
