@@ -17,7 +17,7 @@ from aios_rl.cli import main as cli_main
 from aios_rl.envs.shell.episode import RUN_TESTS, SUBMIT, ShellEpisode
 from aios_rl.envs.shell.importing import ImportOptions, RejectedTask, build_task, fix_command
 from aios_rl.envs.shell.localise import spectrum
-from aios_rl.envs.shell.repair import RepairOptions, propose, run_tests_with
+from aios_rl.envs.shell.repair import RETRY_FACTOR, RepairOptions, propose, run_tests_with
 from aios_rl.envs.shell.repo import apply_patch, changed_lines, lines_of, patch_of
 from aios_rl.envs.shell.sandbox import ExecResult, SandboxConfig, policy_executor
 from aios_rl.envs.shell.store import read_dir
@@ -207,10 +207,11 @@ class _Slow:
     else), then pass: what ``propose`` does with a run that timed out, without the load."""
 
     def __init__(self, slow: int) -> None:
-        self.slow, self.calls = slow, 0
+        self.slow, self.calls, self.limits = slow, 0, []
 
     def run(self, argv: list[str], workdir: Path, *, stdin: str = "") -> ExecResult:
         self.calls += 1
+        self.limits.append(float(argv[argv.index("/usr/bin/timeout") + 3]))
         late = self.calls <= self.slow
         return ExecResult(
             exit_code=124 if late else 0, output="", truncated=False, timed_out=late,
@@ -225,6 +226,8 @@ def test_a_candidate_run_that_timed_out_once_is_run_again_before_it_is_dropped()
     once = _Slow(slow=1)
     got = propose(files, UNITTEST, ["t"], ranked, once, options=options, timeout_s=1)
     assert once.calls == 2 and got.tried == 1 and len(got.solving) == 1
+    # Once more with a longer limit: a load spike the first limit did not allow for.
+    assert once.limits == [1.0, RETRY_FACTOR * 1.0] and RETRY_FACTOR > 1
     # Timed out twice: an edit that makes the tests loop, not offered.
     twice = _Slow(slow=2)
     got = propose(files, UNITTEST, ["t"], ranked, twice, options=options, timeout_s=1)

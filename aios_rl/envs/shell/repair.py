@@ -14,7 +14,10 @@ generated tasks). Offered: every solving candidate, then the best ranked others 
 edits in all, shuffled with a generator seeded by the task's files so their order tells nothing.
 Edits that time out the tests are never offered; each check's time limit is five times the
 slowest verification run (at least 5 s), so an edit that makes the tests loop costs seconds, not
-the sandbox's whole limit. With a per-test timeout (:mod:`.pertest`) every check has it too: an
+the sandbox's whole limit. A check that times out runs once more with a limit
+``RETRY_FACTOR`` times as long before its edit is dropped: a machine that got busy after the
+verification runs (a parallel test suite, other imports) must not change which edits a task
+offers. With a per-test timeout (:mod:`.pertest`) every check has it too: an
 edit that makes a test loop is then an edit whose tests fail, judged like any other.
 """
 
@@ -37,7 +40,11 @@ from .pertest import timed_command
 from .sandbox import ExecResult, Executor
 from .verify import EditError, apply_edit, command_argv, failing_test_ids, materialize
 
-__all__ = ["Proposal", "RepairOptions", "edits_at", "propose", "run_tests_with"]
+__all__ = ["RETRY_FACTOR", "Proposal", "RepairOptions", "edits_at", "propose", "run_tests_with"]
+
+
+RETRY_FACTOR = 4.0
+"""How much longer the second run of a check that timed out may take than the first."""
 
 
 @dataclass(frozen=True)
@@ -157,20 +164,23 @@ def propose(
     before = set(failing)
 
     def check(edit: CandidateEdit) -> ExecResult:
-        def run() -> ExecResult:
+        def run(limit: float | None) -> ExecResult:
             return run_tests_with(
                 apply_edit(files, edit),
                 test_command,
                 executor,
                 work_root=work_root,
-                timeout_s=timeout_s,
+                timeout_s=limit,
                 per_test_s=per_test_s,
             )
 
-        result = run()
-        # A busy machine can push a run that does not loop past its limit: once more before it
-        # is dropped, so the candidates of a task do not depend on the machine's load.
-        return run() if result.timed_out else result
+        result = run(timeout_s)
+        if not result.timed_out:
+            return result
+        # A busy machine can push a run that does not loop past its limit: once more, with a
+        # longer limit, before it is dropped, so the candidates of a task do not depend on the
+        # machine's load.
+        return run(None if timeout_s is None else RETRY_FACTOR * timeout_s)
 
     if opts.workers > 1 and len(found) > 1:
         with ThreadPoolExecutor(max_workers=opts.workers) as pool:
