@@ -228,8 +228,10 @@ async def sites(nats_server: NatsServer) -> AsyncIterator[Sites]:
             try:
                 yield Sites(bus, h, patient)
             finally:
-                await h.aclose()
-                await patient.aclose()
+                try:
+                    await h.aclose()
+                finally:
+                    await patient.aclose()
 
 
 async def site_oracle(
